@@ -1,0 +1,49 @@
+# Cortex — the two commands: `make run` and `make test`. Only Python >= 3.11 and make are needed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: run test test-fast lint fmt bench browser clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+# Reinstall when pyproject.toml changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+## make run — the app on http://127.0.0.1:8000 with embedded PostgreSQL + Redis, worker and beat.
+run: $(STAMP)
+	$(BIN)/python -m cortex_site.runner run
+
+## make test — the whole suite (browser tests included) on throwaway embedded services.
+test: $(STAMP) browser
+	$(BIN)/python -m cortex_site.runner test
+
+## make test-fast — everything except the slow browser / end-to-end tests.
+test-fast: $(STAMP)
+	$(BIN)/python -m cortex_site.runner test -m "not slow"
+
+## Debian's chromium for the browser tests (never a downloaded browser build).
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's chromium for the browser tests"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium >/dev/null; }
+
+# Settings need service URLs to import; lint never connects to them.
+LINT_ENV := DATABASE_URL=postgresql://lint@/lint REDIS_URL=redis://127.0.0.1:1/0 CORTEX_TESTING=1 SECRET_KEY=lint
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(LINT_ENV) $(BIN)/mypy .
+
+fmt: $(STAMP)
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) .cortex .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,54 @@
+"""The audit log: append-only, hash-chained per organization.
+
+Rows are never updated or deleted (a database trigger refuses both). Actors are stored
+as plain ids and a label rather than foreign keys, so erasing a user or a token never
+rewrites history.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class AuditEvent(models.Model):
+    class ActorKind(models.TextChoices):
+        SESSION = "session"
+        TOKEN = "token"
+        CONNECTOR = "connector"
+        SYSTEM = "system"
+        CLI = "cli"
+        ANONYMOUS = "anonymous"
+
+    class Outcome(models.TextChoices):
+        OK = "ok"
+        DENIED = "denied"
+        ERROR = "error"
+
+    organization = models.ForeignKey(
+        "memories.Organization", null=True, blank=True, on_delete=models.PROTECT, related_name="audit_events"
+    )
+    created_at = models.DateTimeField()
+    actor_kind = models.CharField(max_length=16, choices=ActorKind.choices)
+    actor_user_id = models.UUIDField(null=True, blank=True)
+    actor_token_id = models.UUIDField(null=True, blank=True)
+    actor_connector_id = models.CharField(max_length=64, blank=True, default="")
+    actor_label = models.CharField(max_length=320, blank=True, default="")
+    action = models.CharField(max_length=64)
+    target_type = models.CharField(max_length=64, blank=True, default="")
+    target_id = models.CharField(max_length=128, blank=True, default="")
+    outcome = models.CharField(max_length=8, choices=Outcome.choices, default=Outcome.OK)
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    details = models.JSONField(default=dict, blank=True)
+    prev_hash = models.CharField(max_length=64)
+    hash = models.CharField(max_length=64, unique=True)
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["organization", "-id"], name="audit_org_recent"),
+            models.Index(fields=["organization", "action", "-id"], name="audit_org_action"),
+            models.Index(fields=["organization", "target_type", "target_id"], name="audit_org_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_label or self.actor_kind} {self.action} {self.outcome}"

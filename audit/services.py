@@ -1,0 +1,130 @@
+"""`record()` — the one way anything is written to the audit log — and `verify_chain()`."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import connection, transaction
+from django.utils import timezone
+
+from audit.context import current_client_ip, current_request_id
+from audit.models import AuditEvent
+
+GENESIS_HASH = "0" * 64
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who acted, and through what (a session, a token, a connector, the CLI, the system)."""
+
+    kind: str
+    label: str = ""
+    user_id: Any = None
+    token_id: Any = None
+    connector_id: str = ""
+
+    @classmethod
+    def system(cls, label: str = "system") -> Actor:
+        return cls(kind=AuditEvent.ActorKind.SYSTEM, label=label)
+
+    @classmethod
+    def cli(cls, label: str = "cli") -> Actor:
+        return cls(kind=AuditEvent.ActorKind.CLI, label=label)
+
+    @classmethod
+    def anonymous(cls, label: str = "") -> Actor:
+        return cls(kind=AuditEvent.ActorKind.ANONYMOUS, label=label)
+
+
+def _canonical(value: Any) -> Any:
+    """The JSON form the database will give back, so hashes recomputed later match."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _event_digest(event: AuditEvent) -> str:
+    payload = {
+        "organization_id": event.organization_id,
+        "created_at": event.created_at.isoformat(),
+        "actor": [event.actor_kind, str(event.actor_user_id or ""), str(event.actor_token_id or ""), event.actor_connector_id, event.actor_label],
+        "action": event.action,
+        "target": [event.target_type, event.target_id],
+        "outcome": event.outcome,
+        "request_id": event.request_id,
+        "ip": event.ip or "",
+        "details": event.details,
+        "prev_hash": event.prev_hash,
+    }
+    blob = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _chain_lock(organization_id: int | None) -> None:
+    # One writer per organization chain at a time; the lock ends with the transaction.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7301, organization_id or 0])
+
+
+def record(
+    action: str,
+    *,
+    organization: Any,
+    actor: Actor,
+    target_type: str = "",
+    target_id: Any = "",
+    outcome: str = AuditEvent.Outcome.OK,
+    details: dict[str, Any] | None = None,
+) -> AuditEvent:
+    """Append one event to the organization's chain (or the global chain when organization is None).
+
+    Runs in its own (possibly nested) transaction: when the caller's transaction rolls back,
+    the event goes with it — an audit row never claims a write that did not happen.
+    """
+    organization_id = getattr(organization, "pk", organization)
+    with transaction.atomic():
+        _chain_lock(organization_id)
+        prev = (
+            AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
+        )
+        event = AuditEvent(
+            organization_id=organization_id,
+            created_at=timezone.now(),
+            actor_kind=actor.kind,
+            actor_user_id=actor.user_id,
+            actor_token_id=actor.token_id,
+            actor_connector_id=actor.connector_id,
+            actor_label=actor.label[:320],
+            action=action,
+            target_type=target_type,
+            target_id=str(target_id or "")[:128],
+            outcome=outcome,
+            request_id=current_request_id() or "",
+            ip=current_client_ip(),
+            details=_canonical(details or {}),
+            prev_hash=prev or GENESIS_HASH,
+        )
+        event.hash = _event_digest(event)
+        event.save(force_insert=True)
+    return event
+
+
+@dataclass(frozen=True)
+class ChainReport:
+    ok: bool
+    count: int
+    first_broken: int | None = None
+
+
+def verify_chain(organization: Any) -> ChainReport:
+    """Recompute every hash of an organization's chain in order; report the first event that does not match."""
+    organization_id = getattr(organization, "pk", organization)
+    expected_prev = GENESIS_HASH
+    count = 0
+    for event in AuditEvent.objects.filter(organization_id=organization_id).order_by("id").iterator(chunk_size=2000):
+        count += 1
+        if event.prev_hash != expected_prev or _event_digest(event) != event.hash:
+            return ChainReport(ok=False, count=count, first_broken=event.pk)
+        expected_prev = event.hash
+    return ChainReport(ok=True, count=count)

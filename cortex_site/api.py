@@ -1,0 +1,129 @@
+"""REST conventions shared by every Cortex API view: the error envelope, pagination, throttling.
+
+Every error under /api/ is `{"error_code", "message", "request_id", "details"}` with the
+right status; every response carries X-Request-ID (set by audit.middleware).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.http import Http404
+from rest_framework import exceptions, status
+from rest_framework.pagination import CursorPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
+
+from audit.context import current_request_id
+from cortex_site.errors import CortexError
+
+logger = logging.getLogger(__name__)
+
+_DRF_CODES: dict[type[exceptions.APIException], str] = {
+    exceptions.ParseError: "MALFORMED_REQUEST",
+    exceptions.AuthenticationFailed: "INVALID_CREDENTIALS",
+    exceptions.NotAuthenticated: "NOT_AUTHENTICATED",
+    exceptions.PermissionDenied: "PERMISSION_DENIED",
+    exceptions.NotFound: "NOT_FOUND",
+    exceptions.MethodNotAllowed: "METHOD_NOT_ALLOWED",
+    exceptions.NotAcceptable: "NOT_ACCEPTABLE",
+    exceptions.UnsupportedMediaType: "UNSUPPORTED_MEDIA_TYPE",
+    exceptions.Throttled: "RATE_LIMITED",
+    exceptions.ValidationError: "VALIDATION_ERROR",
+}
+
+
+def error_body(error_code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"error_code": error_code, "message": message, "request_id": current_request_id() or "", "details": details or {}}
+
+
+def error_response(status_code: int, error_code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Response:
+    return Response(error_body(error_code, message, details), status=status_code, headers=headers)
+
+
+def _validation_message(detail: Any) -> str:
+    if isinstance(detail, dict):
+        for field, problems in detail.items():
+            first = problems[0] if isinstance(problems, list) and problems else problems
+            if isinstance(first, dict):
+                return f"{field}: {_validation_message(first)}"
+            return f"{field}: {first}" if field != "non_field_errors" else str(first)
+    if isinstance(detail, list) and detail:
+        return str(detail[0])
+    return str(detail)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
+    if isinstance(exc, CortexError):
+        return error_response(exc.status, exc.error_code, exc.message, exc.details)
+    if isinstance(exc, RequestDataTooBig):
+        return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "PAYLOAD_TOO_LARGE", "The request body is larger than this server accepts.")
+    if isinstance(exc, TooManyFieldsSent):
+        return error_response(status.HTTP_400_BAD_REQUEST, "MALFORMED_REQUEST", "Too many fields in the request.")
+    if isinstance(exc, Http404):
+        return error_response(status.HTTP_404_NOT_FOUND, "NOT_FOUND", "Not found.")
+    if isinstance(exc, DjangoPermissionDenied):
+        return error_response(status.HTTP_403_FORBIDDEN, "PERMISSION_DENIED", "You are not allowed to do this.")
+    if isinstance(exc, exceptions.APIException):
+        headers: dict[str, str] = {}
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            headers["Retry-After"] = str(int(exc.wait) + 1)
+        if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
+            request: Request | None = context.get("request")
+            view = context.get("view")
+            if request is not None and view is not None:
+                challenge = view.get_authenticate_header(request)
+                if challenge:
+                    headers["WWW-Authenticate"] = challenge
+                    exc.status_code = status.HTTP_401_UNAUTHORIZED
+        code = next((c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)), "ERROR")
+        if isinstance(exc, exceptions.AuthenticationFailed):
+            detail_code = exc.get_codes()
+            if isinstance(detail_code, str) and detail_code.isupper():
+                code = detail_code
+        if isinstance(exc, exceptions.ValidationError):
+            return error_response(exc.status_code, code, _validation_message(exc.detail), {"fields": exc.detail}, headers)
+        details: dict[str, Any] = {}
+        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
+            details["retry_after_seconds"] = int(exc.wait) + 1
+        return error_response(exc.status_code, code, str(exc.detail), details, headers)
+    logger.exception("Unhandled error in API view")
+    return error_response(status.HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Something went wrong on our side; the request id identifies it in the logs.")
+
+
+class CortexCursorPagination(CursorPagination):
+    """Opaque-cursor pagination answering `{"results": [...], "next": url | null}`."""
+
+    page_size = 20
+    page_size_query_param = "limit"
+    max_page_size = 100
+    ordering = ("-created_at", "-id")
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"results": data, "next": self.get_next_link()})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "type": "object",
+            "required": ["results", "next"],
+            "properties": {"results": schema, "next": {"type": "string", "nullable": True, "format": "uri"}},
+        }
+
+
+class PrincipalRateThrottle(SimpleRateThrottle):
+    """One budget per token, per signed-in user, or per IP for anonymous calls."""
+
+    scope = "principal"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        if request.auth is not None and hasattr(request.auth, "pk"):
+            ident = f"token:{request.auth.pk}"
+        elif request.user and request.user.is_authenticated:
+            ident = f"user:{request.user.pk}"
+        else:
+            ident = f"ip:{self.get_ident(request)}"
+        return self.cache_format % {"scope": self.scope, "ident": ident}

@@ -1,0 +1,294 @@
+"""How Cortex runs: `python -m cortex_site.runner <command>`.
+
+  run       everything for development (`make run`): embedded PostgreSQL + Redis unless
+            DATABASE_URL / REDIS_URL are set, migrate, seed the demo organization on first
+            start, then web (uvicorn) + Celery worker + Celery beat until Ctrl-C / SIGTERM.
+  web       the ASGI server alone        (what the docker-compose `web` service runs)
+  worker    a Celery worker alone        (docker-compose `worker`)
+  beat      Celery beat alone            (docker-compose `beat`)
+  migrate   apply migrations             (docker-compose `migrate`)
+  services  only the embedded services, printing their URLs, until Ctrl-C (for benchmarks)
+  test      the test suite against throwaway embedded services (`make test`); extra
+            arguments go to pytest
+
+`run` starts its children with the same commands the containers use, so the code path
+is the same in development and production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
+
+PYTHON = sys.executable
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _home() -> Path:
+    return Path(os.environ.get("CORTEX_HOME") or ROOT / ".cortex").resolve()
+
+
+def _say(message: str) -> None:
+    print(f"cortex: {message}", flush=True)
+
+
+class RunLock:
+    """One `make run` per CORTEX_HOME. A lock left by a dead process is stale and is cleared."""
+
+    def __init__(self, home: Path) -> None:
+        self.path = home / "run" / "cortex.pid"
+
+    def acquire(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if self.path.exists():
+            try:
+                pid = int(self.path.read_text().strip())
+            except ValueError:
+                pid = -1
+            if pid > 0 and pid != os.getpid() and _pid_alive(pid):
+                raise EmbeddedServiceError(
+                    f"Cortex is already running from {self.path.parent.parent} (pid {pid}). "
+                    f"Stop it first (Ctrl-C in its terminal, or `kill {pid}`), or use another CORTEX_HOME."
+                )
+            _say(f"clearing a stale lock left by pid {pid} (that process is gone)")
+        self.path.write_text(f"{os.getpid()}\n")
+
+    def release(self) -> None:
+        try:
+            if self.path.read_text().strip() == str(os.getpid()):
+                self.path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+@contextmanager
+def embedded_services(home: Path, *, durable: bool = True) -> Iterator[dict[str, str]]:
+    """Start what DATABASE_URL / REDIS_URL do not already point at; stop it again on exit."""
+    started: list[EmbeddedPostgres | EmbeddedRedis] = []
+    env: dict[str, str] = {}
+    try:
+        if not os.environ.get("DATABASE_URL"):
+            postgres = EmbeddedPostgres(home / "pg", durable=durable)
+            _say(f"starting PostgreSQL + pgvector (data in {postgres.data_dir})")
+            env["DATABASE_URL"] = postgres.start()
+            started.append(postgres)
+        if not os.environ.get("REDIS_URL"):
+            redis_server = EmbeddedRedis(home / "redis")
+            _say(f"starting Redis (data in {redis_server.data_dir})")
+            env["REDIS_URL"] = redis_server.start()
+            started.append(redis_server)
+        yield env
+    finally:
+        for service in reversed(started):
+            try:
+                service.stop()
+            except EmbeddedServiceError as exc:
+                _say(f"warning: {exc}")
+
+
+def _manage(*args: str, env: dict[str, str]) -> None:
+    subprocess.run([PYTHON, str(ROOT / "manage.py"), *args], check=True, env=env, cwd=ROOT)  # noqa: S603
+
+
+def _child_env(extra: dict[str, str]) -> dict[str, str]:
+    env = {**os.environ, **extra}
+    env.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
+    env.setdefault("CORTEX_HOME", str(_home()))
+    return env
+
+
+def web_command() -> list[str]:
+    host = os.environ.get("HOST", "127.0.0.1")
+    port = os.environ.get("PORT", "8000")
+    workers = os.environ.get("WEB_CONCURRENCY", "1")
+    return [
+        PYTHON, "-m", "uvicorn", "cortex_site.asgi:application",
+        "--host", host, "--port", port, "--workers", workers,
+        "--proxy-headers", "--forwarded-allow-ips", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        "--no-server-header",
+    ]
+
+
+def worker_command() -> list[str]:
+    concurrency = os.environ.get("CELERY_CONCURRENCY", "2")
+    return [PYTHON, "-m", "celery", "-A", "cortex_site", "worker", "-Q", "default,connectors", "--concurrency", concurrency, "--loglevel", "INFO", "-n", "cortex@%h"]
+
+
+def beat_command(home: Path) -> list[str]:
+    schedule = home / "run" / "celerybeat-schedule"
+    schedule.parent.mkdir(parents=True, exist_ok=True)
+    return [PYTHON, "-m", "celery", "-A", "cortex_site", "beat", "--loglevel", "INFO", "--schedule", str(schedule)]
+
+
+class Supervisor:
+    """Runs child processes until one dies or we are told to stop; then stops them all."""
+
+    def __init__(self) -> None:
+        self.children: dict[str, subprocess.Popen[bytes]] = {}
+        self.stopping = False
+
+    def spawn(self, name: str, command: Sequence[str], env: dict[str, str]) -> None:
+        # Own process group, so a terminal's Ctrl-C reaches us once and we stop children in order.
+        self.children[name] = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True)  # noqa: S603
+
+    def request_stop(self, signum: int, _frame: object) -> None:
+        self.stopping = True
+
+    def wait(self) -> int:
+        while not self.stopping:
+            for name, child in self.children.items():
+                code = child.poll()
+                if code is not None:
+                    _say(f"{name} exited with code {code}; stopping everything")
+                    self.stopping = True
+                    return code or 1
+            time.sleep(0.3)
+        return 0
+
+    def stop_all(self, timeout: float = 20) -> None:
+        for child in self.children.values():
+            if child.poll() is None:
+                child.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        for name, child in self.children.items():
+            remaining = max(0.1, deadline - time.monotonic())
+            try:
+                child.wait(remaining)
+            except subprocess.TimeoutExpired:
+                _say(f"{name} did not stop in time; killing it")
+                child.kill()
+                child.wait()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    home = _home()
+    home.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("DEBUG", "1")
+    lock = RunLock(home)
+    lock.acquire()
+    supervisor = Supervisor()
+    signal.signal(signal.SIGTERM, supervisor.request_stop)
+    signal.signal(signal.SIGINT, supervisor.request_stop)
+    try:
+        with embedded_services(home) as service_env:
+            env = _child_env(service_env)
+            _say("applying migrations")
+            _manage("migrate", "--no-input", "-v", "0", env=env)
+            if os.environ.get("CORTEX_DEMO", "1").strip().lower() not in {"0", "false", "no", "off"}:
+                _manage("cortex", "demo", "--first-start", env=env)
+            if supervisor.stopping:
+                return 0
+            supervisor.spawn("web", web_command(), env)
+            supervisor.spawn("worker", worker_command(), env)
+            supervisor.spawn("beat", beat_command(home), env)
+            host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
+            _say(f"Cortex is up on http://{host}:{port}  (Ctrl-C stops everything)")
+            code = supervisor.wait()
+            _say("stopping web, worker and beat")
+            supervisor.stop_all()
+            _say("stopping embedded services")
+        _say("stopped; data kept in " + str(home))
+        return code
+    except subprocess.CalledProcessError as exc:
+        _say(f"start-up step failed: {' '.join(map(str, exc.cmd[1:3]))} (exit {exc.returncode})")
+        supervisor.stop_all()
+        return 1
+    finally:
+        lock.release()
+
+
+def _exec(command: list[str]) -> int:
+    env = _child_env({})
+    os.execvpe(command[0], command, env)  # noqa: S606 - replaces this process, as a container entrypoint should
+
+
+def cmd_services(args: argparse.Namespace) -> int:
+    home = _home()
+    stop = {"flag": False}
+
+    def _stop(signum: int, _frame: object) -> None:
+        stop["flag"] = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    lock = RunLock(home)
+    lock.acquire()
+    try:
+        with embedded_services(home) as env:
+            for key, value in env.items():
+                print(f"export {key}='{value}'", flush=True)
+            _say("services are up (Ctrl-C stops them)")
+            while not stop["flag"]:
+                time.sleep(0.3)
+    finally:
+        lock.release()
+    return 0
+
+
+def cmd_test(args: argparse.Namespace) -> int:
+    """Run pytest against throwaway embedded services, removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="cortex-test-"))
+    os.environ["CORTEX_HOME"] = str(home)
+    try:
+        with embedded_services(home, durable=False) as service_env:
+            env = _child_env(service_env)
+            env["CORTEX_TESTING"] = "1"
+            env.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+            command = [PYTHON, "-m", "pytest", *args.pytest_args]
+            _say("running " + " ".join(command[2:]))
+            return subprocess.run(command, env=env, cwd=ROOT).returncode  # noqa: S603
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cortex_site.runner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("run")
+    sub.add_parser("web")
+    sub.add_parser("worker")
+    sub.add_parser("beat")
+    sub.add_parser("migrate")
+    sub.add_parser("services")
+    test = sub.add_parser("test")
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["test"]:
+        # Everything after `test` belongs to pytest, options included.
+        args = argparse.Namespace(command="test", pytest_args=argv[1:])
+    else:
+        args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return cmd_run(args)
+        if args.command == "services":
+            return cmd_services(args)
+        if args.command == "test":
+            return cmd_test(args)
+        if args.command == "web":
+            return _exec(web_command())
+        if args.command == "worker":
+            return _exec(worker_command())
+        if args.command == "beat":
+            return _exec(beat_command(_home()))
+        if args.command == "migrate":
+            return _exec([PYTHON, str(ROOT / "manage.py"), "migrate", "--no-input"])
+    except EmbeddedServiceError as exc:
+        _say(f"error: {exc}")
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

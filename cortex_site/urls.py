@@ -1,0 +1,23 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from cortex_site.health import healthz
+from memories.views import auth, home
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("login/", auth.LoginView.as_view(), name="login"),
+    path("logout/", auth.LogoutView.as_view(), name="logout"),
+    path("org/switch", auth.switch_organization_view, name="switch-organization"),
+    path("", home.home, name="home"),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("memories.api.urls")),
+    path("admin/", admin.site.urls),
+]
+
+handler400 = "memories.views.errors.bad_request"
+handler403 = "memories.views.errors.permission_denied"
+handler404 = "memories.views.errors.page_not_found"
+handler500 = "memories.views.errors.server_error"

@@ -1,0 +1,125 @@
+"""cortex org | user | scope | grant | token — tenancy administration from the shell."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import UTC, datetime, time
+from typing import Any
+
+from cortex_site.errors import NotFound
+from memories.cli import common
+from memories.models import ApiToken, Membership, Scope
+from memories.services import tenancy as services
+
+
+def add_parser(sub: Any) -> None:
+    org = sub.add_parser("org", help="organizations").add_subparsers(dest="org_command", required=True)
+    create = org.add_parser("create", help="create an organization")
+    create.add_argument("slug")
+    create.add_argument("--name", default="")
+    create.set_defaults(handler=org_create)
+
+    user = sub.add_parser("user", help="people").add_subparsers(dest="user_command", required=True)
+    add = user.add_parser("add", help="add a person to an organization")
+    add.add_argument("email")
+    add.add_argument("--org", required=True)
+    add.add_argument("--clearance", required=True)
+    add.add_argument("--admin", action="store_true")
+    add.add_argument("--password")
+    add.add_argument("--name", default="")
+    add.set_defaults(handler=user_add)
+
+    scope = sub.add_parser("scope", help="scopes").add_subparsers(dest="scope_command", required=True)
+    screate = scope.add_parser("create", help="create a scope")
+    screate.add_argument("slug")
+    screate.add_argument("--org", required=True)
+    screate.add_argument("--visibility", choices=Scope.Visibility.values, default=Scope.Visibility.GRANTED)
+    screate.add_argument("--name", default="")
+    screate.set_defaults(handler=scope_create)
+
+    grant = sub.add_parser("grant", help="give a member access to a scope")
+    grant.add_argument("email")
+    grant.add_argument("scope")
+    grant.add_argument("--org", required=True)
+    grant.add_argument("--read-only", action="store_true")
+    grant.set_defaults(handler=grant_set)
+
+    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    tcreate = token.add_parser("create", help="create a token (the secret is printed once, alone on the last line)")
+    tcreate.add_argument("email")
+    tcreate.add_argument("--org", required=True)
+    tcreate.add_argument("--name", default="cli")
+    tcreate.add_argument("--scopes", default="")
+    tcreate.add_argument("--read-only", action="store_true")
+    tcreate.add_argument("--expires", type=_date, help="YYYY-MM-DD (expires at the end of that day, UTC)")
+    tcreate.set_defaults(handler=token_create)
+    trevoke = token.add_parser("revoke", help="revoke a token by its prefix")
+    trevoke.add_argument("prefix")
+    trevoke.add_argument("--org", required=True)
+    trevoke.set_defaults(handler=token_revoke)
+
+
+def _date(value: str) -> datetime:
+    try:
+        day = datetime.strptime(value, "%Y-%m-%d").date()
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a date in YYYY-MM-DD form") from None
+    return datetime.combine(day, time.max, tzinfo=UTC)
+
+
+def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
+    org = services.organization_create(slug=slug, name=name)
+    command.stdout.write(f"Created organization {org.slug} ({org.name}) with scope public-docs and ladder Contractor < Employee < Manager < Executive.")
+
+
+def user_add(command: Any, *, email: str, org: str, clearance: str, admin: bool, password: str | None, name: str, **_: Any) -> None:
+    organization = common.organization(org)
+    membership = services.member_add(
+        organization=organization,
+        email=email,
+        clearance=clearance,
+        role=Membership.Role.ADMIN if admin else Membership.Role.MEMBER,
+        password=password,
+        name=name,
+    )
+    role = "admin" if membership.is_admin else "member"
+    command.stdout.write(f"Added {membership.user.email} to {organization.slug} as {role} with clearance {clearance}.")
+
+
+def scope_create(command: Any, *, slug: str, org: str, visibility: str, name: str, **_: Any) -> None:
+    organization = common.organization(org)
+    scope = services.scope_create(organization=organization, slug=slug, name=name, visibility=visibility)
+    command.stdout.write(f"Created scope {scope.slug} in {organization.slug} (visibility {scope.visibility}).")
+
+
+def grant_set(command: Any, *, email: str, scope: str, org: str, read_only: bool, **_: Any) -> None:
+    organization = common.organization(org)
+    membership = common.membership(organization, email)
+    target = common.scope(organization, scope)
+    services.grant_set(membership=membership, scope=target, can_write=not read_only)
+    command.stdout.write(f"Granted {membership.user.email} {'read' if read_only else 'read and write'} access to {target.slug}.")
+
+
+def token_create(command: Any, *, email: str, org: str, name: str, scopes: str, read_only: bool, expires: datetime | None, **_: Any) -> None:
+    organization = common.organization(org)
+    membership = common.membership(organization, email)
+    slugs = [s.strip() for s in scopes.split(",") if s.strip()]
+    for slug in slugs:
+        common.scope(organization, slug)
+    token, secret = services.token_create(membership=membership, name=name, scope_slugs=slugs, read_only=read_only, expires_at=expires)
+    narrowing = f"scopes {', '.join(slugs)}" if slugs else "all of the member's scopes"
+    command.stdout.write(
+        f"Created token {token.prefix} ({token.name}) for {membership.user.email} in {organization.slug}: {narrowing}"
+        f"{', read-only' if read_only else ''}{', expires ' + expires.date().isoformat() if expires else ''}."
+    )
+    command.stdout.write("Store this secret now; it is not shown again:")
+    command.stdout.write(secret)
+
+
+def token_revoke(command: Any, *, prefix: str, org: str, **_: Any) -> None:
+    organization = common.organization(org)
+    token = ApiToken.objects.filter(prefix=prefix.strip(), membership__organization=organization).select_related("membership__user", "membership__organization").first()
+    if token is None:
+        raise NotFound(f"No token with prefix {prefix!r} in {organization.slug}.")
+    services.token_revoke(token=token)
+    command.stdout.write(f"Revoked token {token.prefix} ({token.name}) of {token.membership.user.email}.")

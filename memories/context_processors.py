@@ -1,0 +1,20 @@
+"""Template context for the app shell: who I am, where I am, and what the nav offers me."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+
+from memories.sessions import session_principal
+
+
+def shell(request: HttpRequest) -> dict[str, Any]:
+    if not getattr(request, "user", None) or not request.user.is_authenticated:
+        return {"principal": None, "organizations": []}
+    principal = session_principal(request)
+    organizations = [
+        {"slug": m.organization.slug, "name": m.organization.name, "current": principal is not None and m.pk == principal.membership.pk}
+        for m in request.user.memberships.select_related("organization").order_by("organization__name")  # type: ignore[union-attr]
+    ]
+    return {"principal": principal, "organizations": organizations}

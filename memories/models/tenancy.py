@@ -1,0 +1,193 @@
+"""Tenancy: organizations, people, clearance ladders, scopes, grants and API tokens.
+
+Single-row invariants live here; who may do what is decided by `memories.access.Principal`,
+and every write goes through `memories.services`.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, ClassVar
+
+from django.contrib.auth.base_user import AbstractBaseUser, BaseUserManager
+from django.contrib.auth.models import PermissionsMixin
+from django.core.validators import RegexValidator
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+PUBLIC_DOCS_SLUG = "public-docs"
+DEFAULT_CLEARANCE_LADDER = ("Contractor", "Employee", "Manager", "Executive")
+
+slug_validator = RegexValidator(
+    r"^[a-z0-9](?:[a-z0-9-]{0,48}[a-z0-9])?$",
+    "Use 1–50 lowercase letters, digits and hyphens, not starting or ending with a hyphen.",
+)
+
+
+class UserManager(BaseUserManager["User"]):
+    use_in_migrations = True
+
+    def create_user(self, email: str, password: str | None = None, **extra: Any) -> User:
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        if password:
+            user.set_password(password)
+        else:
+            user.set_unusable_password()
+        user.save(using=self._db)
+        return user
+
+    def create_superuser(self, email: str, password: str | None = None, **extra: Any) -> User:
+        extra.setdefault("is_staff", True)
+        extra.setdefault("is_superuser", True)
+        return self.create_user(email, password, **extra)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person. Which organizations they see, and at what clearance, is in Membership."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    email = models.EmailField(max_length=254, unique=True)  # stored lowercased
+    name = models.CharField(max_length=150, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False)
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects: ClassVar[UserManager] = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: ClassVar[list[str]] = []
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("email"), name="user_email_unique_ci")]
+
+    def __str__(self) -> str:
+        return self.email
+
+    @property
+    def display_name(self) -> str:
+        return self.name or self.email.split("@")[0]
+
+
+class Organization(models.Model):
+    """The tenant. Every tenant-owned row carries its organization."""
+
+    slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
+    name = models.CharField(max_length=150)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class ClearanceLevel(models.Model):
+    """One rung of an organization's clearance ladder; a higher rank sees more.
+
+    Memberships and memories store the rank (an int) so retrieval filters stay a single
+    comparison; ranks are therefore fixed once created — rename rungs, never renumber them.
+    """
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="clearance_levels")
+    name = models.CharField(max_length=50)
+    rank = models.PositiveSmallIntegerField()
+
+    class Meta:
+        ordering = ["organization", "rank"]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "rank"], name="clearance_rank_unique"),
+            models.UniqueConstraint(fields=["organization", "name"], name="clearance_name_unique"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        MEMBER = "member"
+        ADMIN = "admin"
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memberships")
+    clearance_rank = models.PositiveSmallIntegerField()
+    role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.organization.slug}"
+
+    @property
+    def is_admin(self) -> bool:
+        return self.role == self.Role.ADMIN
+
+
+class Scope(models.Model):
+    """A named area of knowledge. `all_members` scopes are readable by every member;
+    `granted` scopes only through a ScopeGrant."""
+
+    class Visibility(models.TextChoices):
+        ALL_MEMBERS = "all_members"
+        GRANTED = "granted"
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="scopes")
+    slug = models.CharField(max_length=50, validators=[slug_validator])
+    name = models.CharField(max_length=150)
+    description = models.TextField(blank=True)
+    visibility = models.CharField(max_length=16, choices=Visibility.choices, default=Visibility.GRANTED)
+    # For all_members scopes: may every member write, or only holders of a writing grant?
+    members_can_write = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["organization", "slug"]
+        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="scope_slug_unique")]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class ScopeGrant(models.Model):
+    membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="grants")
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="grants")
+    can_write = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["membership", "scope"], name="grant_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.membership} → {self.scope} ({'rw' if self.can_write else 'r'})"
+
+
+class ApiToken(models.Model):
+    """A bearer token for the API and MCP. The secret is shown once; only its SHA-256 is kept.
+
+    A token acts as its membership and can only narrow it: a subset of scopes, read-only,
+    an expiry. Tokens are random 256-bit secrets, so a fast hash is enough (no password KDF).
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, unique=True)
+    secret_hash = models.CharField(max_length=64)
+    scopes = models.ManyToManyField(Scope, blank=True, related_name="+")
+    read_only = models.BooleanField(default=False)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    def is_usable(self, now: Any = None) -> bool:
+        now = now or timezone.now()
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)

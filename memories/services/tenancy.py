@@ -1,0 +1,348 @@
+"""Writes to the tenancy model: organizations, members, scopes, grants, tokens.
+
+Each service takes `by`: the Principal acting (checked here) or None for an operator at the
+CLI (trusted, audited as `cli`). Multi-row writes are one transaction; every change is audited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from datetime import datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from audit.services import Actor, record
+from cortex_site.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
+from memories.access import Principal
+from memories.models import (
+    DEFAULT_CLEARANCE_LADDER,
+    PUBLIC_DOCS_SLUG,
+    ApiToken,
+    ClearanceLevel,
+    Membership,
+    Organization,
+    Scope,
+    ScopeGrant,
+    User,
+)
+from memories.models.tenancy import slug_validator
+
+TOKEN_PREFIX = "ctx"
+
+
+def _actor(by: Principal | None) -> Actor:
+    return by.actor if by is not None else Actor.cli()
+
+
+def _require_admin(by: Principal | None, organization: Organization) -> None:
+    if by is None:
+        return
+    if by.organization_id != organization.pk:
+        raise NotFound("Organization not found.")
+    if not by.is_admin:
+        raise PermissionDenied("Only organization admins can do this.", error_code="ADMIN_REQUIRED")
+
+
+def _check_slug(value: str, field: str) -> str:
+    from django.core.exceptions import ValidationError
+
+    try:
+        slug_validator(value)
+    except ValidationError:
+        raise ValidationFailed(
+            f"{value!r} is not a valid {field}: use 1–50 lowercase letters, digits and hyphens.",
+            error_code="INVALID_SLUG",
+            details={field: value},
+        ) from None
+    return value
+
+
+def clearance_rank_for(organization: Organization, name: str) -> int:
+    """The rank of a rung by name (case-insensitive), or a clear error listing the ladder."""
+    ladder = list(ClearanceLevel.objects.filter(organization=organization).order_by("rank"))
+    for level in ladder:
+        if level.name.lower() == name.strip().lower():
+            return level.rank
+    raise ValidationFailed(
+        f"Unknown clearance {name!r}. This organization's ladder is: {' < '.join(level.name for level in ladder)}.",
+        error_code="UNKNOWN_CLEARANCE",
+        details={"clearance": name, "ladder": [level.name for level in ladder]},
+    )
+
+
+# -- organizations -------------------------------------------------------------------------
+@transaction.atomic
+def organization_create(*, slug: str, name: str = "", ladder: tuple[str, ...] = DEFAULT_CLEARANCE_LADDER, by_actor: Actor | None = None) -> Organization:
+    """Create a tenant with its clearance ladder and the default `public-docs` scope."""
+    _check_slug(slug, "organization slug")
+    if Organization.objects.filter(slug=slug).exists():
+        raise Conflict(f"An organization with slug {slug!r} already exists.", error_code="ORGANIZATION_EXISTS")
+    organization = Organization.objects.create(slug=slug, name=name.strip() or slug)
+    ClearanceLevel.objects.bulk_create(
+        ClearanceLevel(organization=organization, name=rung, rank=index) for index, rung in enumerate(ladder)
+    )
+    Scope.objects.create(
+        organization=organization,
+        slug=PUBLIC_DOCS_SLUG,
+        name="Public docs",
+        description="Readable by every member; the default scope for new memories.",
+        visibility=Scope.Visibility.ALL_MEMBERS,
+    )
+    record("organization.create", organization=organization, actor=by_actor or Actor.cli(), target_type="organization", target_id=organization.slug, details={"name": organization.name, "ladder": list(ladder)})
+    return organization
+
+
+# -- members -----------------------------------------------------------------------------
+@transaction.atomic
+def member_add(
+    *,
+    organization: Organization,
+    email: str,
+    clearance: str,
+    role: str = Membership.Role.MEMBER,
+    name: str = "",
+    password: str | None = None,
+    by: Principal | None = None,
+) -> Membership:
+    """Add a person to an organization, creating their user account if it does not exist yet.
+
+    Adding someone who is already a member is an error, never a duplicate.
+    """
+    _require_admin(by, organization)
+    email = email.strip().lower()
+    if "@" not in email or len(email) > 254:
+        raise ValidationFailed(f"{email!r} is not an email address.", error_code="INVALID_EMAIL")
+    if role not in Membership.Role.values:
+        raise ValidationFailed(f"Unknown role {role!r}; use member or admin.", error_code="INVALID_ROLE")
+    rank = clearance_rank_for(organization, clearance)
+    if by is not None and rank > by.clearance_rank:
+        raise PermissionDenied("You cannot grant a clearance above your own.", error_code="CLEARANCE_ABOVE_OWN")
+    user = User.objects.filter(email__iexact=email).first()
+    created_user = user is None
+    if user is None:
+        user = User.objects.create_user(email, password=password, name=name.strip())
+    elif password:
+        raise ValidationFailed(
+            f"{email} already has an account; their password is theirs to change.", error_code="USER_EXISTS"
+        )
+    if Membership.objects.filter(user=user, organization=organization).exists():
+        raise Conflict(f"{email} is already a member of {organization.slug}.", error_code="MEMBER_EXISTS")
+    membership = Membership.objects.create(user=user, organization=organization, clearance_rank=rank, role=role)
+    record(
+        "member.add",
+        organization=organization,
+        actor=_actor(by),
+        target_type="user",
+        target_id=user.pk,
+        details={"email": email, "clearance": clearance, "role": role, "new_account": created_user},
+    )
+    return membership
+
+
+@transaction.atomic
+def member_update(*, membership: Membership, clearance: str | None = None, role: str | None = None, by: Principal | None = None) -> Membership:
+    organization = membership.organization
+    _require_admin(by, organization)
+    changes: dict[str, Any] = {}
+    if clearance is not None:
+        rank = clearance_rank_for(organization, clearance)
+        if by is not None and rank > by.clearance_rank:
+            raise PermissionDenied("You cannot grant a clearance above your own.", error_code="CLEARANCE_ABOVE_OWN")
+        changes["clearance_rank"] = rank
+    if role is not None:
+        if role not in Membership.Role.values:
+            raise ValidationFailed(f"Unknown role {role!r}; use member or admin.", error_code="INVALID_ROLE")
+        if role != Membership.Role.ADMIN and membership.is_admin and _is_last_admin(membership):
+            raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
+        changes["role"] = role
+    if changes:
+        Membership.objects.filter(pk=membership.pk).update(**changes)
+        membership.refresh_from_db()
+        record("member.update", organization=organization, actor=_actor(by), target_type="user", target_id=membership.user_id, details={"clearance": clearance, "role": role})
+    return membership
+
+
+def _is_last_admin(membership: Membership) -> bool:
+    return not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN).exclude(pk=membership.pk).exists()
+
+
+@transaction.atomic
+def member_remove(*, membership: Membership, by: Principal | None = None) -> None:
+    _require_admin(by, membership.organization)
+    if membership.is_admin and _is_last_admin(membership):
+        raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
+    record("member.remove", organization=membership.organization, actor=_actor(by), target_type="user", target_id=membership.user_id, details={"email": membership.user.email})
+    membership.delete()
+
+
+# -- scopes and grants -----------------------------------------------------------------------
+@transaction.atomic
+def scope_create(
+    *,
+    organization: Organization,
+    slug: str,
+    name: str = "",
+    visibility: str = Scope.Visibility.GRANTED,
+    members_can_write: bool = True,
+    description: str = "",
+    by: Principal | None = None,
+) -> Scope:
+    _require_admin(by, organization)
+    _check_slug(slug, "scope slug")
+    if visibility not in Scope.Visibility.values:
+        raise ValidationFailed(f"Unknown visibility {visibility!r}; use granted or all_members.", error_code="INVALID_VISIBILITY")
+    if Scope.objects.filter(organization=organization, slug=slug).exists():
+        raise Conflict(f"Scope {slug!r} already exists in {organization.slug}.", error_code="SCOPE_EXISTS")
+    try:
+        scope = Scope.objects.create(
+            organization=organization,
+            slug=slug,
+            name=name.strip() or slug.replace("-", " ").title(),
+            visibility=visibility,
+            members_can_write=members_can_write,
+            description=description,
+        )
+    except IntegrityError:
+        raise Conflict(f"Scope {slug!r} already exists in {organization.slug}.", error_code="SCOPE_EXISTS") from None
+    record("scope.create", organization=organization, actor=_actor(by), target_type="scope", target_id=slug, details={"visibility": visibility, "members_can_write": members_can_write})
+    return scope
+
+
+@transaction.atomic
+def scope_update(*, scope: Scope, name: str | None = None, visibility: str | None = None, members_can_write: bool | None = None, by: Principal | None = None) -> Scope:
+    _require_admin(by, scope.organization)
+    changes: dict[str, Any] = {}
+    if name is not None and name.strip():
+        changes["name"] = name.strip()
+    if visibility is not None:
+        if visibility not in Scope.Visibility.values:
+            raise ValidationFailed(f"Unknown visibility {visibility!r}; use granted or all_members.", error_code="INVALID_VISIBILITY")
+        if scope.slug == PUBLIC_DOCS_SLUG and visibility != Scope.Visibility.ALL_MEMBERS:
+            raise ValidationFailed("public-docs is readable by every member by definition.", error_code="PUBLIC_DOCS_FIXED")
+        changes["visibility"] = visibility
+    if members_can_write is not None:
+        changes["members_can_write"] = members_can_write
+    if changes:
+        Scope.objects.filter(pk=scope.pk).update(**changes)
+        scope.refresh_from_db()
+        record("scope.update", organization=scope.organization, actor=_actor(by), target_type="scope", target_id=scope.slug, details=changes)
+    return scope
+
+
+@transaction.atomic
+def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Principal | None = None) -> ScopeGrant:
+    """Give (or change) a member's access to a scope. Admins granting themselves are audited like anyone."""
+    if membership.organization_id != scope.organization_id:
+        raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
+    _require_admin(by, scope.organization)
+    grant, created = ScopeGrant.objects.update_or_create(membership=membership, scope=scope, defaults={"can_write": can_write})
+    record(
+        "grant.set",
+        organization=scope.organization,
+        actor=_actor(by),
+        target_type="scope",
+        target_id=scope.slug,
+        details={"email": membership.user.email, "can_write": can_write, "created": created, "self_grant": by is not None and by.membership.pk == membership.pk},
+    )
+    return grant
+
+
+@transaction.atomic
+def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | None = None) -> None:
+    if membership.organization_id != scope.organization_id:
+        raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
+    _require_admin(by, scope.organization)
+    deleted, _ = ScopeGrant.objects.filter(membership=membership, scope=scope).delete()
+    if not deleted:
+        raise NotFound(f"{membership.user.email} has no grant on {scope.slug}.", error_code="UNKNOWN_GRANT")
+    record("grant.revoke", organization=scope.organization, actor=_actor(by), target_type="scope", target_id=scope.slug, details={"email": membership.user.email})
+
+
+# -- tokens ----------------------------------------------------------------------------------
+def _hash_secret(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+@transaction.atomic
+def token_create(
+    *,
+    membership: Membership,
+    name: str,
+    scope_slugs: list[str] | None = None,
+    read_only: bool = False,
+    expires_at: datetime | None = None,
+    by: Principal | None = None,
+) -> tuple[ApiToken, str]:
+    """Create a token for a membership; returns (token, secret). The secret is never stored.
+
+    People create tokens for themselves; admins may create them for others. A token can only
+    narrow: its scopes must be readable by the membership.
+    """
+    if by is not None and by.membership.pk != membership.pk:
+        _require_admin(by, membership.organization)
+    if by is not None and by.token is not None:
+        raise PermissionDenied("Tokens cannot create tokens; sign in to create one.", error_code="TOKEN_CANNOT_CREATE_TOKEN")
+    name = name.strip()
+    if not name or len(name) > 100:
+        raise ValidationFailed("A token needs a name of 1–100 characters.", error_code="INVALID_NAME")
+    if expires_at is not None and expires_at <= timezone.now():
+        raise ValidationFailed("The expiry must be in the future.", error_code="INVALID_EXPIRY")
+    owner = Principal(membership)
+    scopes: list[Scope] = []
+    for slug in scope_slugs or []:
+        scope = Scope.objects.filter(organization_id=membership.organization_id, slug=slug).first()
+        if scope is None or not owner.can_read_scope(scope):
+            raise ValidationFailed(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+        scopes.append(scope)
+    prefix = secrets.token_hex(4)
+    while ApiToken.objects.filter(prefix=prefix).exists():
+        prefix = secrets.token_hex(4)
+    raw = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
+    token = ApiToken.objects.create(
+        membership=membership, name=name, prefix=prefix, secret_hash=_hash_secret(raw), read_only=read_only, expires_at=expires_at
+    )
+    token.scopes.set(scopes)
+    record(
+        "token.create",
+        organization=membership.organization,
+        actor=_actor(by),
+        target_type="token",
+        target_id=token.pk,
+        details={"name": name, "prefix": prefix, "owner": membership.user.email, "scopes": [s.slug for s in scopes], "read_only": read_only, "expires_at": expires_at},
+    )
+    return token, raw
+
+
+@transaction.atomic
+def token_revoke(*, token: ApiToken, by: Principal | None = None) -> ApiToken:
+    membership = token.membership
+    if by is not None and by.membership.pk != membership.pk:
+        _require_admin(by, membership.organization)
+    if token.revoked_at is not None:
+        raise Conflict(f"Token {token.prefix} is already revoked.", error_code="TOKEN_ALREADY_REVOKED")
+    ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
+    token.refresh_from_db()
+    record("token.revoke", organization=membership.organization, actor=_actor(by), target_type="token", target_id=token.pk, details={"prefix": token.prefix, "owner": membership.user.email})
+    return token
+
+
+def token_authenticate(raw: str) -> ApiToken | None:
+    """The usable token a raw secret belongs to, or None (unknown, wrong secret, revoked or expired)."""
+    import hmac
+
+    parts = raw.split("_", 2)
+    if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
+        return None
+    token = (
+        ApiToken.objects.select_related("membership__organization", "membership__user")
+        .filter(prefix=parts[1])
+        .first()
+    )
+    if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(raw)):
+        return None
+    if not token.is_usable() or not token.membership.user.is_active:
+        return None
+    return token

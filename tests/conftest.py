@@ -1,0 +1,121 @@
+"""Shared fixtures: organizations, members at a clearance, API clients with tokens.
+
+Everything is built through the real services (never ORM shortcuts that skip rules),
+so fixtures obey the same invariants production data does.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.core.cache import cache
+from django.test import Client
+
+from memories.access import Principal
+from memories.models import Membership, Organization, Scope
+from memories.services import tenancy
+
+_counter = itertools.count(1)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    # Throttle counters and cached lookups must not leak between tests (cache DB only; never the broker's).
+    cache.clear()
+
+
+@pytest.fixture
+def make_org(db: Any) -> Callable[..., Organization]:
+    def make(slug: str | None = None, name: str = "") -> Organization:
+        slug = slug or f"org-{next(_counter)}"
+        return tenancy.organization_create(slug=slug, name=name or slug.title())
+
+    return make
+
+
+@pytest.fixture
+def make_member(db: Any) -> Callable[..., Membership]:
+    def make(
+        organization: Organization,
+        clearance: str = "Employee",
+        *,
+        email: str | None = None,
+        admin: bool = False,
+        password: str | None = "pw-for-tests-1",
+        grants: dict[str, bool] | None = None,
+    ) -> Membership:
+        email = email or f"person{next(_counter)}@example.test"
+        membership = tenancy.member_add(
+            organization=organization,
+            email=email,
+            clearance=clearance,
+            role=Membership.Role.ADMIN if admin else Membership.Role.MEMBER,
+            password=password,
+        )
+        for slug, can_write in (grants or {}).items():
+            tenancy.grant_set(membership=membership, scope=Scope.objects.get(organization=organization, slug=slug), can_write=can_write)
+        return membership
+
+    return make
+
+
+@pytest.fixture
+def make_scope(db: Any) -> Callable[..., Scope]:
+    def make(organization: Organization, slug: str, visibility: str = Scope.Visibility.GRANTED, **kwargs: Any) -> Scope:
+        return tenancy.scope_create(organization=organization, slug=slug, visibility=visibility, **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def make_token(db: Any) -> Callable[..., str]:
+    def make(membership: Membership, **kwargs: Any) -> str:
+        kwargs.setdefault("name", "test token")
+        _token, secret = tenancy.token_create(membership=membership, **kwargs)
+        return secret
+
+    return make
+
+
+class ApiClient(Client):
+    """Django's test client speaking JSON to /api/ with a bearer token."""
+
+    def __init__(self, secret: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.secret = secret
+
+    def _headers(self, extra: dict[str, Any]) -> dict[str, Any]:
+        headers = dict(extra.pop("headers", None) or {})
+        if self.secret:
+            headers.setdefault("Authorization", f"Bearer {self.secret}")
+        return headers
+
+    def get(self, path: str, data: Any = None, **extra: Any) -> Any:  # type: ignore[override]
+        return super().get(path, data, headers=self._headers(extra), **extra)
+
+    def post(self, path: str, data: Any = None, content_type: str = "application/json", **extra: Any) -> Any:  # type: ignore[override]
+        return super().post(path, data, content_type=content_type, headers=self._headers(extra), **extra)
+
+    def patch(self, path: str, data: Any = None, content_type: str = "application/json", **extra: Any) -> Any:  # type: ignore[override]
+        return super().patch(path, data, content_type=content_type, headers=self._headers(extra), **extra)
+
+    def delete(self, path: str, data: Any = None, content_type: str = "application/json", **extra: Any) -> Any:  # type: ignore[override]
+        return super().delete(path, data, content_type=content_type, headers=self._headers(extra), **extra)
+
+
+@pytest.fixture
+def api(make_token: Callable[..., str]) -> Callable[..., ApiClient]:
+    """`api(membership, **token_options)` → a client authenticated with a fresh token of that membership."""
+
+    def make(membership: Membership | None = None, **token_options: Any) -> ApiClient:
+        return ApiClient(make_token(membership, **token_options) if membership is not None else None)
+
+    return make
+
+
+@pytest.fixture
+def principal_of() -> Callable[[Membership], Principal]:
+    return lambda membership: Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
