@@ -40,11 +40,37 @@ def _broker() -> dict[str, Any]:
     return {}
 
 
+# Providers that run in this process: probing them costs a few milliseconds once the model is
+# loaded. Remote providers are not called from a health probe (it would bill every probe).
+_LOCAL_EMBEDDERS = {"local", "hash"}
+
+
 def _embedder() -> dict[str, Any]:
     from memories.embeddings.factory import get_embedder
 
     embedder = get_embedder()
-    return {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim}
+    detail: dict[str, Any] = {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim}
+    if embedder.name in _LOCAL_EMBEDDERS:
+        # Building an embedder never loads its model; only an embedding proves the files load.
+        vectors = embedder.embed(["health check"])
+        if vectors.shape != (1, embedder.dim):
+            raise RuntimeError(f"the embedder returned shape {vectors.shape}, expected (1, {embedder.dim})")
+        detail["probe"] = "embedded"
+    return detail
+
+
+def _without_secrets(message: str) -> str:
+    """The endpoint is anonymous: a driver's error text must never carry a service password."""
+    from urllib.parse import unquote, urlsplit
+
+    secrets = {str(settings.DATABASES["default"].get("PASSWORD") or "")}
+    for url in (settings.REDIS_URL, settings.CELERY_BROKER_URL):
+        password = urlsplit(str(url or "")).password
+        if password:
+            secrets |= {password, unquote(password)}
+    for secret in sorted(secrets - {""}, key=len, reverse=True):
+        message = message.replace(secret, "***")
+    return message
 
 
 CHECKS: dict[str, Callable[[], dict[str, Any]]] = {
@@ -67,6 +93,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
             results[name] = {"ok": True, **detail}
         except Exception as exc:  # noqa: BLE001 - a health check reports any failure instead of raising
             healthy = False
-            results[name] = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+            results[name] = {"ok": False, "error": _without_secrets(f"{type(exc).__name__}: {exc}")}
         results[name]["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return JsonResponse({"status": "ok" if healthy else "unavailable", "checks": results}, status=200 if healthy else 503)

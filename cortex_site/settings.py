@@ -6,6 +6,7 @@ production (docker-compose) sets them explicitly. Everything else has a safe def
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 
@@ -37,12 +38,17 @@ def _secret_key() -> str:
         raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (make run sets DEBUG=1 for you).")
     # Development: generate once, keep it under CORTEX_HOME so sessions survive restarts.
     key_file = CORTEX_HOME / "secret_key"
-    if key_file.exists():
+    if key_file.exists() and key_file.read_text().strip():
         return key_file.read_text().strip()
     CORTEX_HOME.mkdir(parents=True, exist_ok=True)
     key = secrets.token_urlsafe(50)
-    key_file.write_text(key)
-    key_file.chmod(0o600)
+    # Written under a temporary name created 0600 and renamed: the key is never readable by
+    # others, and a start interrupted mid-write never leaves an empty key behind.
+    partial = key_file.with_name(f".secret_key.{os.getpid()}")
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    os.replace(partial, key_file)
     return key
 
 
