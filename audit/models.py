@@ -13,7 +13,7 @@ from django.db import models
 class AuditEvent(models.Model):
     class ActorKind(models.TextChoices):
         SESSION = "session"
-        TOKEN = "token"
+        TOKEN = "token"  # noqa: S105 - an actor kind, not a secret
         CONNECTOR = "connector"
         SYSTEM = "system"
         CLI = "cli"

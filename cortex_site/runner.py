@@ -245,6 +245,10 @@ def cmd_test(args: argparse.Namespace) -> int:
             env = _child_env(service_env)
             env["CORTEX_TESTING"] = "1"
             env.setdefault("SECRET_KEY", "test-only-secret-key-not-for-production")
+            # Fast, deterministic vectors and in-process tasks unless a test asks otherwise
+            # (the local model and a real worker each have their own tests).
+            env.setdefault("CORTEX_EMBEDDER", "hash")
+            env.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
             command = [PYTHON, "-m", "pytest", *args.pytest_args]
             _say("running " + " ".join(command[2:]))
             return subprocess.run(command, env=env, cwd=ROOT).returncode  # noqa: S603

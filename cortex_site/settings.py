@@ -248,6 +248,8 @@ ANTHROPIC_BASE_URL = env_str("ANTHROPIC_BASE_URL")
 CORTEX_LLM = env_choice("CORTEX_LLM", "none", {"none", "openai", "anthropic", "gemini"})
 CORTEX_LLM_MODEL = env_str("CORTEX_LLM_MODEL")
 CORTEX_LLM_TIMEOUT = env_float("CORTEX_LLM_TIMEOUT", 30.0, minimum=1.0)
+# Internal switch for the retrieval-quality harness' ablations; production always runs "full".
+CORTEX_RANKING_MODE = env_choice("CORTEX_RANKING_MODE", "full", {"full", "fused", "dense", "lexical"})
 CORTEX_RECENCY_HALF_LIFE_DAYS = env_float("CORTEX_RECENCY_HALF_LIFE_DAYS", 30.0, minimum=0.1)
 CORTEX_MAX_TITLE_CHARS = env_int("CORTEX_MAX_TITLE_CHARS", 300, minimum=10)
 CORTEX_MAX_CONTENT_CHARS = env_int("CORTEX_MAX_CONTENT_CHARS", 200_000, minimum=100)

@@ -30,7 +30,7 @@ from memories.models import (
 )
 from memories.models.tenancy import slug_validator
 
-TOKEN_PREFIX = "ctx"
+TOKEN_PREFIX = "ctx"  # noqa: S105 - the public prefix of every token, not a secret
 
 
 def _actor(by: Principal | None) -> Actor:

@@ -1,0 +1,150 @@
+"""Memories, their chunks, and the embedding signature of the store.
+
+A Memory is one cited unit of knowledge; its content is split into MemoryChunks, each
+embedded and full-text indexed. Chunks repeat the memory's filter columns (organization,
+scope, clearance, status, validity, category, source, tags) so that permission filters run
+on the chunk table inside the vector and full-text index scans.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVectorField
+from django.db import models
+from django.db.models import Q
+from pgvector.django import HnswIndex, VectorField
+
+from memories.models.tenancy import Organization, Scope
+
+# The dimension the migrations create the vector column with (the local MiniLM model).
+# `cortex reembed` alters the column when the store switches to a model of another size.
+DEFAULT_EMBEDDING_DIM = 384
+
+
+class Memory(models.Model):
+    class Status(models.TextChoices):
+        ACTIVE = "active"
+        SUPERSEDED = "superseded"
+        REDACTED = "redacted"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memories")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="memories")
+    title = models.CharField(max_length=500)
+    content = models.TextField()
+    category = models.CharField(max_length=50, default="note")
+    source = models.CharField(max_length=50, default="Manual")
+    source_url = models.URLField(max_length=2000, blank=True, default="")
+    # The author is who wrote the knowledge (a person in Cortex, or just a name from a source);
+    # created_by is the Cortex user whose action stored it (idempotency keys are theirs).
+    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="authored_memories")
+    author_name = models.CharField(max_length=200, blank=True, default="")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    clearance_rank = models.PositiveSmallIntegerField(default=0)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE)
+    valid_from = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    supersedes = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    superseded_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    content_hash = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=255, blank=True, default="")
+    redacted_at = models.DateTimeField(null=True, blank=True)
+    redacted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    redaction_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["organization", "source", "external_id"], condition=~Q(external_id=""), name="memory_external_id_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["organization", "created_by", "idempotency_key"],
+                condition=~Q(idempotency_key=""),
+                name="memory_idempotency_key_unique",
+            ),
+            models.CheckConstraint(
+                condition=Q(valid_until__isnull=True) | Q(valid_until__gt=models.F("valid_from")), name="memory_valid_window"
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["organization", "status", "-created_at"], name="memory_org_recent"),
+            models.Index(fields=["organization", "scope", "content_hash"], name="memory_scope_hash"),
+            GinIndex(fields=["tags"], name="memory_tags"),
+        ]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def author_display(self) -> str:
+        if self.author_name:
+            return self.author_name
+        return self.author.display_name if self.author else ""
+
+
+class MemoryChunk(models.Model):
+    memory = models.ForeignKey(Memory, on_delete=models.CASCADE, related_name="chunks")
+    index = models.PositiveSmallIntegerField()
+    char_start = models.PositiveIntegerField()
+    char_end = models.PositiveIntegerField()
+    text = models.TextField()
+    embedding = VectorField(dimensions=DEFAULT_EMBEDDING_DIM, null=True)
+    search_vector = SearchVectorField(null=True)
+    # Denormalised from the memory (kept in step by the services in the same transaction).
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+")
+    clearance_rank = models.PositiveSmallIntegerField()
+    status = models.CharField(max_length=16, choices=Memory.Status.choices)
+    valid_from = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True)
+    category = models.CharField(max_length=50)
+    source = models.CharField(max_length=50)
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["memory", "index"], name="chunk_index_unique")]
+        indexes = [
+            # Exact (pre-filtered) scans when a principal sees a small slice of a large organization.
+            models.Index(fields=["organization", "scope", "status"], name="chunk_filter"),
+            # Built concurrently in their own migration (0003).
+            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64, opclasses=["vector_cosine_ops"]),
+            GinIndex(fields=["search_vector"], name="chunk_search_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.memory_id}#{self.index}"
+
+
+class EmbeddingSignature(models.Model):
+    """Which embedding model filled the store. One row; vectors from another model are refused."""
+
+    provider = models.CharField(max_length=32)
+    model = models.CharField(max_length=200)
+    dim = models.PositiveIntegerField()
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model} ({self.dim})"
+
+
+class SourceScopeRule(models.Model):
+    """Per-organization scope resolution by source: memories from `source` without an explicit
+    scope land in `scope` (e.g. GitHub → engineering)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="source_rules")
+    source = models.CharField(max_length=50)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="+")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "source"], name="source_rule_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.source} → {self.scope}"

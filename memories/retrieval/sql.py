@@ -1,0 +1,194 @@
+"""The retrieval queries. Every one carries the principal's permission filter in its WHERE clause.
+
+- `dense_hits`: nearest chunks by cosine over the HNSW index, with pgvector's iterative index
+  scan so a filtered query keeps scanning until it has `k` visible chunks.
+- `lexical_hits`: chunks matching any query term through the GIN full-text index, ranked by
+  the IDF-weighted share of terms they contain.
+- `score_chunks`: for a set of candidate chunks, their exact cosine and which terms each
+  contains (in the body and in the title/tags), re-applying the filter (defence in depth).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+from django.db import connection, transaction
+
+# HNSW search breadth, and how far an iterative scan may go before giving up (pgvector ≥ 0.8).
+EF_SEARCH = 100
+MAX_SCAN_TUPLES = 40_000
+
+
+@dataclass(frozen=True)
+class ChunkFilter:
+    """The read rule as chunk-table predicates (plus the caller's optional narrowing)."""
+
+    organization_id: int
+    scope_ids: Sequence[int]
+    clearance_rank: int
+    moment: datetime
+    as_of: datetime | None = None
+    category: str | None = None
+    source: str | None = None
+    tags: Sequence[str] = ()
+
+    def sql(self) -> tuple[str, list[Any]]:
+        clauses = [
+            "c.organization_id = %s",
+            "c.scope_id = ANY(%s)",
+            "c.clearance_rank <= %s",
+            "c.status = 'active'",
+            "(c.valid_until IS NULL OR c.valid_until > %s)",
+        ]
+        params: list[Any] = [self.organization_id, list(self.scope_ids), self.clearance_rank, self.moment]
+        if self.as_of is not None:
+            clauses.append("c.valid_from <= %s")
+            params.append(self.as_of)
+        if self.category:
+            clauses.append("c.category = %s")
+            params.append(self.category)
+        if self.source:
+            clauses.append("lower(c.source) = lower(%s)")
+            params.append(self.source)
+        if self.tags:
+            clauses.append("c.tags @> %s::varchar(50)[]")
+            params.append(list(self.tags))
+        return " AND ".join(clauses), params
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
+
+
+@dataclass(frozen=True)
+class DenseHit:
+    chunk_id: int
+    memory_id: Any
+    similarity: float
+
+
+def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: bool = False) -> list[DenseHit]:
+    """The k visible chunks nearest to the query (approximate through HNSW unless `exact`)."""
+    clause, params = where.sql()
+    literal = vector_literal(query_vector)
+    with transaction.atomic(), connection.cursor() as cursor:
+        if exact:
+            # Sequential scan: the ground truth the benchmark compares the index path against.
+            cursor.execute("SET LOCAL enable_indexscan = off")
+        else:
+            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
+            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cursor.execute(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+        cursor.execute(
+            f"""
+            WITH hits AS MATERIALIZED (
+                SELECT c.id, c.memory_id, c.embedding <=> %s::vector AS distance
+                  FROM memories_memorychunk AS c
+                 WHERE {clause} AND c.embedding IS NOT NULL
+                 ORDER BY c.embedding <=> %s::vector
+                 LIMIT %s
+            )
+            SELECT id, memory_id, distance FROM hits ORDER BY distance
+            """,  # noqa: S608 - clause is built from fixed fragments; values are parameters
+            [literal, *params, literal, k],
+        )
+        rows = cursor.fetchall()
+    return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2])) for r in rows]
+
+
+def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
+    return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
+
+
+def lexical_hits(terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int) -> list[int]:
+    """Chunk ids matching at least one term, best first (IDF-weighted share of terms matched)."""
+    if not terms:
+        return []
+    clause, params = where.sql()
+    any_query, any_params = _any_term_query(terms)
+    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    weighted_params: list[Any] = []
+    for term, weight in zip(terms, weights, strict=True):
+        weighted_params += [weight, term]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT c.id
+              FROM memories_memorychunk AS c
+             WHERE {clause} AND c.search_vector @@ {any_query}
+             ORDER BY ({weighted}) DESC, ts_rank_cd(c.search_vector, {any_query}) DESC, c.id
+             LIMIT %s
+            """,  # noqa: S608 - fixed fragments; values are parameters
+            [*params, *any_params, *weighted_params, *any_params, k],
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def term_document_frequency(organization_id: int, term: str, cap: int) -> int:
+    """How many chunks of the organization contain the term, counted up to `cap` (bounded cost)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT count(*) FROM (
+                SELECT 1 FROM memories_memorychunk AS c
+                 WHERE c.organization_id = %s AND c.status = 'active'
+                   AND c.search_vector @@ plainto_tsquery('english', %s)
+                 LIMIT %s
+            ) AS matches
+            """,
+            [organization_id, term, cap],
+        )
+        return int(cursor.fetchone()[0])
+
+
+def term_is_stopword(term: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT numnode(plainto_tsquery('english', %s)) = 0", [term])
+        return bool(cursor.fetchone()[0])
+
+
+@dataclass(frozen=True)
+class ScoredChunk:
+    chunk_id: int
+    memory_id: Any
+    index: int
+    text: str
+    similarity: float
+    body_hits: tuple[bool, ...]
+    title_hits: tuple[bool, ...]
+
+
+def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
+    """Exact similarity and per-term matches for candidate chunks still visible under `where`."""
+    if not chunk_ids:
+        return []
+    clause, params = where.sql()
+    body = ", ".join(["c.search_vector @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
+    title = ", ".join(["ts_filter(c.search_vector, '{a}') @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[]
+              FROM memories_memorychunk AS c
+             WHERE c.id = ANY(%s) AND {clause}
+            """,  # noqa: S608 - fixed fragments; values are parameters
+            [vector_literal(query_vector), *terms, *terms, list(chunk_ids), *params],
+        )
+        rows = cursor.fetchall()
+    return [
+        ScoredChunk(
+            chunk_id=r[0],
+            memory_id=r[1],
+            index=r[2],
+            text=r[3],
+            similarity=float(r[4]) if r[4] is not None else 0.0,
+            body_hits=tuple(bool(x) for x in r[5]) if terms else (),
+            title_hits=tuple(bool(x) for x in r[6]) if terms else (),
+        )
+        for r in rows
+    ]

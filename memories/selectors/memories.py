@@ -1,0 +1,132 @@
+"""Reading memories on behalf of a principal. Nothing here returns a memory the read rule forbids.
+
+`visible_memories` is the one queryset every list starts from; `memory_for_history` is the
+one way to fetch a single memory by id (foreign, forbidden and missing all raise NotFound).
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from cortex_site.errors import NotFound, ValidationFailed
+from memories.access import Principal
+from memories.models import Memory
+
+STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
+
+
+def _parse_id(memory_id: Any) -> uuid.UUID | None:
+    if isinstance(memory_id, uuid.UUID):
+        return memory_id
+    try:
+        return uuid.UUID(str(memory_id))
+    except (ValueError, TypeError):
+        return None
+
+
+def readable_base(principal: Principal) -> QuerySet[Memory]:
+    """Organization, readable scopes and clearance — the part of the read rule every view shares."""
+    return Memory.objects.filter(
+        organization_id=principal.organization_id,
+        scope_id__in=principal.readable_scope_ids,
+        clearance_rank__lte=principal.clearance_rank,
+    )
+
+
+def current_q(as_of: datetime | None = None) -> Q:
+    """Active and not expired (at `as_of`, or now)."""
+    moment = as_of or timezone.now()
+    q = Q(status=Memory.Status.ACTIVE) & (Q(valid_until__isnull=True) | Q(valid_until__gt=moment))
+    if as_of is not None:
+        q &= Q(valid_from__lte=as_of)
+    return q
+
+
+def visible_memories(principal: Principal, *, status: str = "active") -> QuerySet[Memory]:
+    """Memories the principal may see in a list. `status` other than active is the history view."""
+    if status not in STATUS_FILTERS:
+        raise ValidationFailed(f"status must be one of {', '.join(sorted(STATUS_FILTERS))}.", error_code="INVALID_STATUS")
+    base = readable_base(principal).select_related("scope", "author")
+    if status == "active":
+        return base.filter(current_q())
+    if status == "all":
+        return base
+    return base.filter(status=status)
+
+
+@dataclass(frozen=True)
+class MemoryFilters:
+    scope: str | None = None
+    category: str | None = None
+    source: str | None = None
+    tag: str | None = None
+    author: str | None = None
+    status: str = "active"
+
+
+def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory]:
+    """Newest first; every filter narrows within what the principal may see."""
+    memories = visible_memories(principal, status=filters.status)
+    if filters.scope:
+        memories = memories.filter(scope__slug=filters.scope)
+    if filters.category:
+        memories = memories.filter(category=filters.category.lower())
+    if filters.source:
+        memories = memories.filter(source__iexact=filters.source)
+    if filters.tag:
+        memories = memories.filter(tags__contains=[filters.tag.lower()])
+    if filters.author:
+        author = filters.author.strip()
+        author_id = _parse_id(author)
+        q = Q(author_name__iexact=author) | Q(author__email__iexact=author) | Q(author__name__iexact=author)
+        if author_id is not None:
+            q |= Q(author_id=author_id)
+        memories = memories.filter(q)
+    return memories.order_by("-created_at", "-id")
+
+
+def memory_for_history(principal: Principal, memory_id: Any, *, for_update: bool = False) -> Memory:
+    """One memory the principal may see, whatever its status (detail and lifecycle actions)."""
+    parsed = _parse_id(memory_id)
+    if parsed is None:
+        raise NotFound("Memory not found.")
+    memories = readable_base(principal).select_related("scope", "author", "redacted_by")
+    if for_update:
+        memories = memories.select_for_update(of=("self",))
+    memory = memories.filter(pk=parsed).first()
+    if memory is None or not principal.can_read_memory(memory, history=True):
+        raise NotFound("Memory not found.")
+    return memory
+
+
+def supersession_chain(principal: Principal, memory: Memory, *, limit: int = 50) -> list[Memory]:
+    """The versions of a memory, oldest first, as far as the principal may see them.
+
+    Walks `supersedes` back and `superseded_by` forward; a version the principal cannot read
+    ends the walk in that direction (it is not shown, and nothing beyond it is either).
+    """
+    chain = [memory]
+    seen = {memory.pk}
+    cursor = memory
+    while cursor.supersedes_id and len(chain) < limit and cursor.supersedes_id not in seen:
+        older = readable_base(principal).select_related("scope").filter(pk=cursor.supersedes_id).first()
+        if older is None:
+            break
+        chain.insert(0, older)
+        seen.add(older.pk)
+        cursor = older
+    cursor = memory
+    while cursor.superseded_by_id and len(chain) < limit and cursor.superseded_by_id not in seen:
+        newer = readable_base(principal).select_related("scope").filter(pk=cursor.superseded_by_id).first()
+        if newer is None:
+            break
+        chain.append(newer)
+        seen.add(newer.pk)
+        cursor = newer
+    return chain

@@ -1,0 +1,229 @@
+"""Recall: hybrid retrieval over what a principal may see, ranked by 0.7·relevance + 0.3·recency.
+
+1. embed the query (signature-checked) and pick lexical terms (stop words dropped, rare
+   terms and identifiers weighted up);
+2. candidates inside PostgreSQL, both under the principal's filter: nearest chunks through
+   HNSW (iterative scan, so filters cannot starve the result) and full-text matches;
+3. exact similarity and term matches for every candidate chunk; chunks fold into their
+   memory (the best chunk wins and is the snippet);
+4. relevance, recency and score (see memories.retrieval.scoring);
+5. every hit is re-checked against the principal before it is returned; one audit event.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+from django.utils import timezone
+
+from audit.services import record
+from cortex_site.errors import ValidationFailed
+from memories.access import Principal
+from memories.embeddings.factory import get_embedder
+from memories.models import Memory, MemoryChunk, Scope
+from memories.retrieval import scoring, sql
+from memories.retrieval.terms import idf, is_identifier, normalise_query, query_terms
+from memories.services.embedding import embed_for_store
+
+MAX_QUERY_CHARS = 2000
+MAX_LIMIT = 50
+IDENTIFIER_BOOST = 1.5
+DF_CAP = 2000
+SNIPPET_CHARS = 320
+
+
+@dataclass(frozen=True)
+class RecallQuery:
+    query: str
+    limit: int = 10
+    scopes: Sequence[str] | None = None
+    category: str | None = None
+    tags: Sequence[str] = ()
+    source: str | None = None
+    as_of: datetime | None = None
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    memory: Memory
+    score: float
+    relevance: float
+    recency: float
+    snippet: str
+    chunk_index: int
+    dense: float
+    lexical: float
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    hits: list[RecallHit]
+    took_ms: float
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+def _check(query: RecallQuery) -> str:
+    text = normalise_query(query.query or "")
+    if not text:
+        raise ValidationFailed("The query is empty.", error_code="EMPTY_QUERY")
+    if len(text) > MAX_QUERY_CHARS:
+        raise ValidationFailed(f"The query is longer than {MAX_QUERY_CHARS} characters.", error_code="QUERY_TOO_LONG")
+    if not 1 <= query.limit <= MAX_LIMIT:
+        raise ValidationFailed(f"limit must be between 1 and {MAX_LIMIT}.", error_code="INVALID_LIMIT")
+    if query.as_of is not None and timezone.is_naive(query.as_of):
+        raise ValidationFailed("as_of must include a timezone.", error_code="INVALID_DATE")
+    return text
+
+
+def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
+    readable = principal.readable_scope_ids
+    if not slugs:
+        return sorted(readable)
+    found = dict(Scope.objects.filter(organization_id=principal.organization_id, slug__in=list(slugs)).values_list("slug", "id"))
+    ids = []
+    for slug in slugs:
+        scope_id = found.get(slug)
+        if scope_id is None or scope_id not in readable:
+            # Unreadable and missing scopes answer alike: no existence leak.
+            raise ValidationFailed(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+        ids.append(scope_id)
+    return ids
+
+
+def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], list[float]]:
+    """Drop stop words; weight each remaining term by its rarity in the organization."""
+    total_key = f"recall:chunks:{organization_id}"
+    total = cache.get(total_key)
+    if total is None:
+        total = max(1, MemoryChunk.objects.filter(organization_id=organization_id, status=Memory.Status.ACTIVE).count())
+        cache.set(total_key, total, 300)
+    kept: list[str] = []
+    weights: list[float] = []
+    for term in terms:
+        key = f"recall:df:{organization_id}:{term.lower()[:100]}"
+        df = cache.get(key)
+        if df is None:
+            df = -1 if sql.term_is_stopword(term) else sql.term_document_frequency(organization_id, term, DF_CAP)
+            cache.set(key, df, 600)
+        if df < 0:
+            continue
+        weight = idf(df, max(total, df))
+        if is_identifier(term):
+            weight *= IDENTIFIER_BOOST
+        kept.append(term)
+        weights.append(weight)
+    return kept, weights
+
+
+def _snippet(text: str, terms: Sequence[str]) -> str:
+    lowered = text.lower()
+    positions = [lowered.find(t.lower()) for t in terms]
+    found = [p for p in positions if p >= 0]
+    if len(text) <= SNIPPET_CHARS:
+        return text.strip()
+    start = max(0, min(found) - SNIPPET_CHARS // 4) if found else 0
+    if start > 0:
+        space = text.find(" ", start)
+        start = space + 1 if 0 <= space < start + 40 else start
+    end = min(len(text), start + SNIPPET_CHARS)
+    if end < len(text):
+        space = text.rfind(" ", start, end)
+        end = space if space > start + SNIPPET_CHARS // 2 else end
+    return ("…" if start > 0 else "") + re.sub(r"\s+", " ", text[start:end]).strip() + ("…" if end < len(text) else "")
+
+
+def _mode() -> scoring.RankingMode:
+    return scoring.RankingMode(getattr(settings, "CORTEX_RANKING_MODE", "full"))
+
+
+def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exact: bool = False) -> RecallResult:
+    """Ranked memories for a query; see the module docstring. `exact` bypasses the HNSW index."""
+    started = time.perf_counter()
+    text = _check(query)
+    scope_ids = _scope_ids(principal, query.scopes)
+    moment = query.as_of or timezone.now()
+    where = sql.ChunkFilter(
+        organization_id=principal.organization_id,
+        scope_ids=scope_ids,
+        clearance_rank=principal.clearance_rank,
+        moment=moment,
+        as_of=query.as_of,
+        category=query.category.lower() if query.category else None,
+        source=query.source or None,
+        tags=[t.lower() for t in query.tags],
+    )
+    mode = _mode()
+
+    vector = embed_for_store([text], for_write=False)[0]
+    embedded = time.perf_counter()
+
+    terms, weights = _term_weights(principal.organization_id, query_terms(text))
+    pool = max(query.limit * 4, 40)
+    dense = sql.dense_hits(vector, where, pool, exact=exact) if scope_ids else []
+    # Chunks of one memory crowd each other out; widen until `limit` memories or nothing more.
+    while len({h.memory_id for h in dense}) < query.limit and len(dense) == pool and pool < 2000:
+        pool *= 4
+        dense = sql.dense_hits(vector, where, pool, exact=exact)
+    lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40)) if scope_ids else []
+    candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
+    scored = sql.score_chunks(candidates, vector, terms, where)
+
+    calibration = scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION)
+    best: dict[Any, tuple[float, float, float, sql.ScoredChunk]] = {}
+    for chunk in scored:
+        d = scoring.dense_strength(chunk.similarity, calibration)
+        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, weights) if terms else 0.0
+        rel = scoring.relevance_for(mode, d, lx)
+        if rel <= 0.0:
+            continue  # below the unrelated floor and no term in common: not a match at all
+        if chunk.memory_id not in best or rel > best[chunk.memory_id][0]:
+            best[chunk.memory_id] = (rel, d, lx, chunk)
+
+    memories = {m.pk: m for m in Memory.objects.filter(pk__in=list(best)).select_related("scope", "author")}
+    half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
+    hits: list[RecallHit] = []
+    for memory_id, (rel, d, lx, chunk) in best.items():
+        memory = memories.get(memory_id)
+        # Defence in depth: the SQL filtered already; the Principal has the last word.
+        if memory is None or not principal.can_read_memory(memory, as_of=query.as_of):
+            continue
+        rec = scoring.recency(memory.valid_from, moment, half_life)
+        hits.append(
+            RecallHit(
+                memory=memory,
+                score=round(scoring.final_score(mode, rel, rec), 6),
+                relevance=round(rel, 6),
+                recency=round(rec, 6),
+                snippet=_snippet(chunk.text, terms),
+                chunk_index=chunk.index,
+                dense=round(d, 6),
+                lexical=round(lx, 6),
+            )
+        )
+    hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))
+    hits = hits[: query.limit]
+    finished = time.perf_counter()
+    if audit:
+        record(
+            "memory.recall",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            details={
+                "query": text[:200],
+                "limit": query.limit,
+                "filters": {"scopes": list(query.scopes or []), "category": query.category, "tags": list(query.tags), "source": query.source, "as_of": query.as_of},
+                "results": [str(h.memory.pk) for h in hits],
+            },
+        )
+    return RecallResult(
+        hits=hits,
+        took_ms=round((time.perf_counter() - started) * 1000, 1),
+        timings={"embed_ms": round((embedded - started) * 1000, 2), "search_ms": round((finished - embedded) * 1000, 2)},
+    )

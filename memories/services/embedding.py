@@ -1,0 +1,67 @@
+"""Embedding on behalf of the store: the signature guard and the error mapping.
+
+Every vector Cortex stores or compares comes through `embed_for_store`, which refuses to mix
+models: the store's EmbeddingSignature (recorded on first use) must match the configured
+embedder, or writes and recall stop with a message naming both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from cortex_site.errors import ServiceUnavailable
+from memories.embeddings.base import Embedder, EmbeddingFailed, EmbeddingUnavailable, Matrix
+from memories.embeddings.factory import get_embedder
+from memories.models import EmbeddingSignature
+
+
+class EmbeddingModelMismatch(ServiceUnavailable):
+    error_code = "EMBEDDING_MODEL_MISMATCH"
+
+
+def signature_of(embedder: Embedder) -> tuple[str, str, int]:
+    return (embedder.name, embedder.model, embedder.dim)
+
+
+def check_signature(embedder: Embedder, *, record_if_missing: bool) -> None:
+    """Raise EmbeddingModelMismatch when the store was filled by another model.
+
+    An empty store takes the embedder's signature on its first write (`record_if_missing`).
+    """
+    stored = EmbeddingSignature.objects.order_by("pk").first()
+    if stored is None:
+        if record_if_missing:
+            EmbeddingSignature.objects.create(provider=embedder.name, model=embedder.model, dim=embedder.dim)
+        return
+    if (stored.provider, stored.model, stored.dim) != signature_of(embedder):
+        raise EmbeddingModelMismatch(
+            f"The store holds vectors from {stored.provider}:{stored.model} ({stored.dim} dimensions) but Cortex is "
+            f"configured with {embedder.name}:{embedder.model} ({embedder.dim} dimensions). Configure the original "
+            "model again, or run `python manage.py cortex reembed` to move every memory to the new one.",
+            details={
+                "store": {"provider": stored.provider, "model": stored.model, "dim": stored.dim},
+                "configured": {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim},
+            },
+        )
+
+
+def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
+    """Embed texts with the configured model after checking the store's signature.
+
+    Raises ServiceUnavailable(EMBEDDING_UNAVAILABLE) when the provider cannot embed now; the
+    caller has stored nothing yet, so a retry is safe.
+    """
+    embedder = get_embedder()
+    check_signature(embedder, record_if_missing=for_write)
+    try:
+        return embedder.embed(list(texts))
+    except EmbeddingUnavailable as exc:
+        raise ServiceUnavailable(
+            f"The embedding provider is unavailable ({exc}). Nothing was stored; retry shortly.",
+            error_code="EMBEDDING_UNAVAILABLE",
+        ) from exc
+    except EmbeddingFailed as exc:
+        raise ServiceUnavailable(
+            f"The embedding provider refused the request ({exc}). Nothing was stored.",
+            error_code="EMBEDDING_FAILED",
+        ) from exc
