@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -39,9 +40,25 @@ class Actor:
         return cls(kind=AuditEvent.ActorKind.ANONYMOUS, label=label)
 
 
-def _canonical(value: Any) -> Any:
-    """The JSON form the database will give back, so hashes recomputed later match."""
-    return json.loads(json.dumps(value, default=str))
+def _as_stored(details: dict[str, Any], ip: str | None) -> tuple[Any, str | None]:
+    """`details` and `ip` exactly as PostgreSQL will give them back, so hashes recomputed later match.
+
+    jsonb normalises numbers (1e20 comes back as 100000000000000000000, -0.0 as 0.0) and inet
+    normalises addresses (2001:0DB8::1 comes back as 2001:db8::1); hashing the values we sent
+    instead of the stored ones would make an intact chain look tampered with.
+    """
+    try:
+        address = ipaddress.ip_address(ip) if ip else None
+    except ValueError:
+        address = None  # not an address (a misconfigured proxy header): record none rather than fail
+    if address is not None and getattr(address, "scope_id", None):
+        address = None  # inet has no zone ids
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT %s::jsonb, host(%s::inet)", [json.dumps(details, default=str), str(address) if address else None])
+        stored_details, stored_ip = cursor.fetchone()
+    if isinstance(stored_details, str):  # Django loads jsonb as text and decodes it in JSONField
+        stored_details = json.loads(stored_details)
+    return stored_details, stored_ip
 
 
 def _event_digest(event: AuditEvent) -> str:
@@ -85,6 +102,7 @@ def record(
     organization_id = getattr(organization, "pk", organization)
     with transaction.atomic():
         _chain_lock(organization_id)
+        stored_details, stored_ip = _as_stored(details or {}, current_client_ip())
         prev = (
             AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
         )
@@ -101,8 +119,8 @@ def record(
             target_id=str(target_id or "")[:128],
             outcome=outcome,
             request_id=current_request_id() or "",
-            ip=current_client_ip(),
-            details=_canonical(details or {}),
+            ip=stored_ip,
+            details=stored_details,
             prev_hash=prev or GENESIS_HASH,
         )
         event.hash = _event_digest(event)

@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
 
 def _date(value: str) -> datetime:
     try:
-        day = datetime.strptime(value, "%Y-%m-%d").date()
+        day = datetime.strptime(value, "%Y-%m-%d").replace(tzinfo=UTC).date()
     except ValueError:
         raise argparse.ArgumentTypeError(f"{value!r} is not a date in YYYY-MM-DD form") from None
     return datetime.combine(day, time.max, tzinfo=UTC)

@@ -1,0 +1,231 @@
+"""The audit log is append-only and hash-chained per organization; `cortex audit verify` proves it."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.db import DatabaseError, connection, transaction
+from django.test import Client
+
+from audit.context import bound
+from audit.models import AuditEvent
+from audit.services import GENESIS_HASH, Actor, record, verify_chain
+from memories.models import Organization
+
+TRIGGER = "audit_event_append_only"
+
+
+@contextmanager
+def trigger_disabled() -> Iterator[None]:
+    """What someone with superuser access to the database could do behind Cortex's back."""
+    with connection.cursor() as cursor:
+        # Django's foreign keys are deferred; ALTER TABLE refuses while their checks are pending.
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"ALTER TABLE audit_auditevent DISABLE TRIGGER {TRIGGER}")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE audit_auditevent ENABLE TRIGGER {TRIGGER}")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+def _chain(organization: Organization) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(organization=organization).order_by("id"))
+
+
+def _record_some(organization: Organization, n: int = 3) -> list[AuditEvent]:
+    return [
+        record(f"test.event{i}", organization=organization, actor=Actor.cli(), target_type="thing", target_id=i, details={"n": i, "note": f"event {i}"})
+        for i in range(n)
+    ]
+
+
+def _verify_cli(slug: str) -> str:
+    out = StringIO()
+    call_command("cortex", "audit", "verify", "--org", slug, stdout=out)
+    return out.getvalue().strip()
+
+
+@pytest.mark.django_db
+def test_record_links_each_event_to_the_previous_one_of_its_organization(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    other = make_org()
+    before = _chain(org)  # organization_create audits itself
+    mine = _record_some(org, 3)
+    _record_some(other, 2)  # interleaved writes to another chain do not enter this one
+    mine += _record_some(org, 2)
+    chain = _chain(org)
+    assert [e.pk for e in chain] == [e.pk for e in before] + [e.pk for e in mine]
+    assert chain[0].prev_hash == GENESIS_HASH
+    for previous, event in itertools.pairwise(chain):
+        assert event.prev_hash == previous.hash
+    assert len({e.hash for e in chain}) == len(chain)
+
+
+@pytest.mark.django_db
+def test_verify_chain_is_ok_on_an_intact_chain_and_cli_says_so(make_org: Callable[..., Organization]) -> None:
+    org = make_org("intact")
+    _record_some(org, 4)
+    count = AuditEvent.objects.filter(organization=org).count()
+    assert verify_chain(org) == verify_chain(org.pk)
+    report = verify_chain(org)
+    assert report.ok and report.count == count and report.first_broken is None
+    assert _verify_cli("intact") == f"ok {count} events"
+
+
+@pytest.mark.django_db
+def test_values_the_database_normalises_still_verify(make_org: Callable[..., Organization]) -> None:
+    # jsonb rewrites 1e20 and -0.0, inet rewrites a long-hand IPv6 address: the hash must be of what is stored.
+    org = make_org()
+    with bound(request_id="norm-1", client_ip="2001:0DB8:0000::0001"):
+        event = record("test.normalised", organization=org, actor=Actor.cli(), details={"big": 1e20, "neg_zero": -0.0, "when": org.created_at})
+    stored = AuditEvent.objects.get(pk=event.pk)
+    assert stored.ip == "2001:db8::1"
+    assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
+def test_an_unparseable_client_ip_is_recorded_as_none_instead_of_failing_the_request(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    with bound(request_id="bad-ip", client_ip="not-an-ip, 10.0.0.1"):
+        event = record("test.bad_ip", organization=org, actor=Actor.cli())
+    assert AuditEvent.objects.get(pk=event.pk).ip is None
+    assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", ["UPDATE audit_auditevent SET details = '{}'::jsonb WHERE id = %s", "DELETE FROM audit_auditevent WHERE id = %s"])
+def test_update_and_delete_are_refused_by_the_database(make_org: Callable[..., Organization], statement: str) -> None:
+    org = make_org()
+    event = _record_some(org, 1)[0]
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(statement, [event.pk])
+    stored = AuditEvent.objects.get(pk=event.pk)
+    assert stored.details == event.details
+
+
+@pytest.mark.django_db
+def test_orm_update_and_delete_are_refused_too(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    event = _record_some(org, 1)[0]
+    with pytest.raises(DatabaseError, match="UPDATE refused"), transaction.atomic():
+        AuditEvent.objects.filter(pk=event.pk).update(action="forged")
+    with pytest.raises(DatabaseError, match="DELETE refused"), transaction.atomic():
+        AuditEvent.objects.filter(pk=event.pk).delete()
+    assert AuditEvent.objects.get(pk=event.pk).action == event.action
+
+
+@pytest.mark.django_db
+def test_a_changed_detail_is_detected_at_that_event(make_org: Callable[..., Organization]) -> None:
+    org = make_org("tampered")
+    bystander = make_org("bystander")
+    events = _record_some(org, 5)
+    _record_some(bystander, 2)
+    target = events[2]
+    with trigger_disabled(), connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditevent SET details = jsonb_set(details, '{note}', '\"nothing happened\"') WHERE id = %s", [target.pk])
+    report = verify_chain(org)
+    assert not report.ok
+    assert report.first_broken == target.pk
+    assert report.count == [e.pk for e in _chain(org)].index(target.pk) + 1
+    with pytest.raises(CommandError, match=rf"first broken event id {target.pk}\b"):
+        _verify_cli("tampered")
+    # Another organization's chain is its own: it still verifies.
+    assert verify_chain(bystander).ok
+    assert _verify_cli("bystander").startswith("ok ")
+
+
+@pytest.mark.django_db
+def test_a_removed_event_is_detected_at_the_next_one(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _record_some(org, 4)
+    with trigger_disabled(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [events[1].pk])
+    report = verify_chain(org)
+    assert not report.ok
+    assert report.first_broken == events[2].pk
+
+
+@pytest.mark.django_db
+def test_a_rewritten_hash_is_detected(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _record_some(org, 3)
+    with trigger_disabled(), connection.cursor() as cursor:
+        # Change the action and recompute nothing: the stored hash no longer matches the content.
+        cursor.execute("UPDATE audit_auditevent SET action = 'test.innocent' WHERE id = %s", [events[0].pk])
+    assert verify_chain(org).first_broken == events[0].pk
+
+
+@pytest.mark.django_db
+def test_audit_verify_cli_errors_for_an_unknown_organization() -> None:
+    with pytest.raises(CommandError, match="Unknown organization 'nope'"):
+        _verify_cli("nope")
+
+
+@pytest.mark.django_db
+def test_events_carry_the_request_id_of_the_request_that_caused_them(client: Client) -> None:
+    response = client.post(
+        "/login/", {"username": "nobody@example.test", "password": "wrong-password-9"}, headers={"X-Request-ID": "login-trace-77"}
+    )
+    assert response.status_code == 200
+    assert response["X-Request-ID"] == "login-trace-77"
+    event = AuditEvent.objects.get(action="auth.login_failed")
+    assert event.request_id == "login-trace-77"
+    assert event.ip == "127.0.0.1"
+    assert event.outcome == AuditEvent.Outcome.DENIED
+    # Outside a request nothing is bound: CLI events carry no request id.
+    assert record("test.cli", organization=None, actor=Actor.cli()).request_id == ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_record_calls_still_form_one_valid_chain(make_org: Callable[..., Organization]) -> None:
+    org = make_org("busy")
+    threads, per_thread = 6, 8
+    start = threading.Barrier(threads)
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            start.wait()
+            for i in range(per_thread):
+                with transaction.atomic():  # each event in its own transaction, as views do
+                    record("test.concurrent", organization=org.pk, actor=Actor.system(f"worker-{worker}"), details={"i": i})
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the test thread below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(60)
+    assert not errors, errors
+    chain = _chain(org)
+    assert sum(1 for e in chain if e.action == "test.concurrent") == threads * per_thread
+    # No fork: every event has a different predecessor, and the whole chain recomputes.
+    assert len({e.prev_hash for e in chain}) == len(chain)
+    report = verify_chain(org)
+    assert report.ok and report.count == len(chain)
+
+
+@pytest.mark.django_db
+def test_an_event_rolled_back_with_its_write_leaves_no_gap(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+
+    class Boom(Exception):
+        pass
+
+    with pytest.raises(Boom), transaction.atomic():
+        record("test.never_happened", organization=org, actor=Actor.cli())
+        raise Boom
+    _record_some(org, 1)
+    assert not AuditEvent.objects.filter(action="test.never_happened").exists()
+    assert verify_chain(org).ok
