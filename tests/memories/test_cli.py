@@ -47,7 +47,7 @@ def login(email: str, password: str) -> Client:
 
 
 @pytest.fixture
-def acme(db: Any) -> Organization:
+def cli_acme(db: Any) -> Organization:
     cortex("org", "create", "acme", "--name", "Acme Robotics")
     return Organization.objects.get(slug="acme")
 
@@ -65,7 +65,7 @@ def test_org_create_makes_the_ladder_and_public_docs_and_is_audited_as_cli() -> 
 
 
 @pytest.mark.django_db
-def test_org_create_duplicate_slug_is_an_error(acme: Organization) -> None:
+def test_org_create_duplicate_slug_is_an_error(cli_acme: Organization) -> None:
     before = counts()
     with pytest.raises(CommandError, match="An organization with slug 'acme' already exists"):
         cortex("org", "create", "acme", "--name", "Another Acme")
@@ -90,42 +90,42 @@ def test_user_add_to_unknown_organization_is_an_error() -> None:
 
 
 @pytest.mark.django_db
-def test_user_add_bad_clearance_lists_the_ladder_and_creates_no_account(acme: Organization) -> None:
+def test_user_add_bad_clearance_lists_the_ladder_and_creates_no_account(cli_acme: Organization) -> None:
     with pytest.raises(CommandError, match=r"Unknown clearance 'Boss'\. This organization's ladder is: Contractor < Employee < Manager < Executive\."):
         cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Boss")
     assert not User.objects.filter(email="ann@example.test").exists()
 
 
 @pytest.mark.django_db
-def test_user_add_creates_a_member_with_the_clearance_case_insensitively(acme: Organization) -> None:
+def test_user_add_creates_a_member_with_the_clearance_case_insensitively(cli_acme: Organization) -> None:
     lines = cortex("user", "add", "Ann@Example.test", "--org", "acme", "--clearance", "manager")
     assert lines[-1] == "Added ann@example.test to acme as member with clearance manager."
-    member = Membership.objects.get(organization=acme, user__email="ann@example.test")
+    member = Membership.objects.get(organization=cli_acme, user__email="ann@example.test")
     assert member.role == Membership.Role.MEMBER
-    assert member.clearance_rank == ClearanceLevel.objects.get(organization=acme, name="Manager").rank
+    assert member.clearance_rank == ClearanceLevel.objects.get(organization=cli_acme, name="Manager").rank
     assert not member.user.has_usable_password()
 
 
 @pytest.mark.django_db
-def test_user_add_twice_is_an_error_not_a_duplicate(acme: Organization) -> None:
+def test_user_add_twice_is_an_error_not_a_duplicate(cli_acme: Organization) -> None:
     cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee")
     before = counts()
     with pytest.raises(CommandError, match=re.escape("ann@example.test is already a member of acme")):
         cortex("user", "add", "ANN@example.test", "--org", "acme", "--clearance", "Executive")
     assert counts() == before
-    member = Membership.objects.get(organization=acme, user__email="ann@example.test")
+    member = Membership.objects.get(organization=cli_acme, user__email="ann@example.test")
     assert member.clearance_rank == 1  # unchanged: still Employee
 
 
 @pytest.mark.django_db
-def test_user_add_admin_flag_makes_an_admin(acme: Organization) -> None:
+def test_user_add_admin_flag_makes_an_admin(cli_acme: Organization) -> None:
     lines = cortex("user", "add", "boss@example.test", "--org", "acme", "--clearance", "Executive", "--admin")
     assert "as admin" in lines[-1]
     assert Membership.objects.get(user__email="boss@example.test").role == Membership.Role.ADMIN
 
 
 @pytest.mark.django_db
-def test_user_add_password_lets_them_sign_in(acme: Organization) -> None:
+def test_user_add_password_lets_them_sign_in(cli_acme: Organization) -> None:
     cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee", "--password", "a-long-password-1")
     client = login("ann@example.test", "a-long-password-1")
     me = client.get("/api/me").json()
@@ -135,7 +135,7 @@ def test_user_add_password_lets_them_sign_in(acme: Organization) -> None:
 
 
 @pytest.mark.django_db
-def test_user_add_to_a_second_organization_reuses_the_account(acme: Organization) -> None:
+def test_user_add_to_a_second_organization_reuses_the_account(cli_acme: Organization) -> None:
     cortex("org", "create", "globex")
     cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee", "--password", "a-long-password-1")
     cortex("user", "add", "ann@example.test", "--org", "globex", "--clearance", "Contractor")
@@ -152,10 +152,10 @@ def test_user_add_to_a_second_organization_reuses_the_account(acme: Organization
 
 # -- scope create -------------------------------------------------------------------------------
 @pytest.mark.django_db
-def test_scope_create_defaults_to_granted_and_honours_visibility(acme: Organization) -> None:
+def test_scope_create_defaults_to_granted_and_honours_visibility(cli_acme: Organization) -> None:
     assert cortex("scope", "create", "engineering", "--org", "acme")[-1] == "Created scope engineering in acme (visibility granted)."
     cortex("scope", "create", "handbook", "--org", "acme", "--visibility", "all_members", "--name", "Team handbook")
-    scopes = {s.slug: s for s in Scope.objects.filter(organization=acme)}
+    scopes = {s.slug: s for s in Scope.objects.filter(organization=cli_acme)}
     assert scopes["engineering"].visibility == Scope.Visibility.GRANTED
     assert scopes["engineering"].name == "Engineering"
     assert scopes["handbook"].visibility == Scope.Visibility.ALL_MEMBERS
@@ -163,7 +163,7 @@ def test_scope_create_defaults_to_granted_and_honours_visibility(acme: Organizat
 
 
 @pytest.mark.django_db
-def test_scope_create_duplicate_slug_is_an_error(acme: Organization) -> None:
+def test_scope_create_duplicate_slug_is_an_error(cli_acme: Organization) -> None:
     cortex("scope", "create", "engineering", "--org", "acme")
     before = counts()
     with pytest.raises(CommandError, match="Scope 'engineering' already exists in acme"):
@@ -174,7 +174,7 @@ def test_scope_create_duplicate_slug_is_an_error(acme: Organization) -> None:
 
 
 @pytest.mark.django_db
-def test_scope_slugs_are_per_organization(acme: Organization) -> None:
+def test_scope_slugs_are_per_organization(cli_acme: Organization) -> None:
     cortex("org", "create", "globex")
     cortex("scope", "create", "engineering", "--org", "acme")
     cortex("scope", "create", "engineering", "--org", "globex")
@@ -182,7 +182,7 @@ def test_scope_slugs_are_per_organization(acme: Organization) -> None:
 
 
 @pytest.mark.django_db
-def test_scope_create_errors(acme: Organization) -> None:
+def test_scope_create_errors(cli_acme: Organization) -> None:
     with pytest.raises(CommandError, match="invalid choice: 'public'"):
         cortex("scope", "create", "x", "--org", "acme", "--visibility", "public")
     with pytest.raises(CommandError, match="is not a valid scope slug"):
@@ -194,15 +194,15 @@ def test_scope_create_errors(acme: Organization) -> None:
 
 # -- grant --------------------------------------------------------------------------------------
 @pytest.fixture
-def acme_people(acme: Organization) -> Organization:
+def cli_acme_people(cli_acme: Organization) -> Organization:
     cortex("scope", "create", "engineering", "--org", "acme")
     cortex("scope", "create", "sales", "--org", "acme")
     cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee")
-    return acme
+    return cli_acme
 
 
 @pytest.mark.django_db
-def test_grant_gives_read_and_write_or_read_only(acme_people: Organization) -> None:
+def test_grant_gives_read_and_write_or_read_only(cli_acme_people: Organization) -> None:
     assert cortex("grant", "ann@example.test", "engineering", "--org", "acme")[-1] == "Granted ann@example.test read and write access to engineering."
     assert cortex("grant", "ann@example.test", "sales", "--org", "acme", "--read-only")[-1] == "Granted ann@example.test read access to sales."
     grants = dict(ScopeGrant.objects.filter(membership__user__email="ann@example.test").values_list("scope__slug", "can_write"))
@@ -214,7 +214,7 @@ def test_grant_gives_read_and_write_or_read_only(acme_people: Organization) -> N
 
 
 @pytest.mark.django_db
-def test_grant_unknown_user_or_scope_is_an_error(acme_people: Organization) -> None:
+def test_grant_unknown_user_or_scope_is_an_error(cli_acme_people: Organization) -> None:
     cortex("org", "create", "globex")
     cortex("user", "add", "outsider@globex.test", "--org", "globex", "--clearance", "Executive")
     before = counts()
@@ -234,7 +234,7 @@ def test_grant_unknown_user_or_scope_is_an_error(acme_people: Organization) -> N
 
 # -- token create / revoke ---------------------------------------------------------------------
 @pytest.mark.django_db
-def test_token_create_prints_the_secret_alone_on_its_last_line_and_it_works(acme_people: Organization) -> None:
+def test_token_create_prints_the_secret_alone_on_its_last_line_and_it_works(cli_acme_people: Organization) -> None:
     lines = cortex("token", "create", "ann@example.test", "--org", "acme", "--name", "laptop")
     secret = lines[-1]
     assert secret == secret.strip() and " " not in secret
@@ -256,7 +256,7 @@ def test_token_create_prints_the_secret_alone_on_its_last_line_and_it_works(acme
 
 
 @pytest.mark.django_db
-def test_token_create_scopes_narrow_and_read_only(acme_people: Organization) -> None:
+def test_token_create_scopes_narrow_and_read_only(cli_acme_people: Organization) -> None:
     cortex("grant", "ann@example.test", "engineering", "--org", "acme")
     cortex("grant", "ann@example.test", "sales", "--org", "acme")
     narrowed = cortex("token", "create", "ann@example.test", "--org", "acme", "--scopes", "engineering, public-docs")[-1]
@@ -271,7 +271,7 @@ def test_token_create_scopes_narrow_and_read_only(acme_people: Organization) -> 
 
 
 @pytest.mark.django_db
-def test_token_create_cannot_widen_beyond_the_membership(acme_people: Organization) -> None:
+def test_token_create_cannot_widen_beyond_the_membership(cli_acme_people: Organization) -> None:
     # ann holds no grant on sales: a token cannot name it, and nothing is created.
     before = counts()
     with pytest.raises(CommandError, match="Unknown scope 'sales'"):
@@ -282,7 +282,7 @@ def test_token_create_cannot_widen_beyond_the_membership(acme_people: Organizati
 
 
 @pytest.mark.django_db
-def test_token_create_expires_at_the_end_of_the_given_day(acme_people: Organization) -> None:
+def test_token_create_expires_at_the_end_of_the_given_day(cli_acme_people: Organization) -> None:
     day = (timezone.now() + timedelta(days=3)).date()
     lines = cortex("token", "create", "ann@example.test", "--org", "acme", "--expires", day.isoformat())
     assert f"expires {day.isoformat()}" in lines[0]
@@ -297,14 +297,14 @@ def test_token_create_expires_at_the_end_of_the_given_day(acme_people: Organizat
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("value", "message"), [("2026-13-01", "is not a date in YYYY-MM-DD form"), ("tomorrow", "is not a date in YYYY-MM-DD form"), ("2001-01-01", "The expiry must be in the future")])
-def test_token_create_bad_expiry_is_an_error(acme_people: Organization, value: str, message: str) -> None:
+def test_token_create_bad_expiry_is_an_error(cli_acme_people: Organization, value: str, message: str) -> None:
     with pytest.raises(CommandError, match=message):
         cortex("token", "create", "ann@example.test", "--org", "acme", "--expires", value)
     assert not ApiToken.objects.exists()
 
 
 @pytest.mark.django_db
-def test_token_create_for_someone_outside_the_organization_is_an_error(acme_people: Organization) -> None:
+def test_token_create_for_someone_outside_the_organization_is_an_error(cli_acme_people: Organization) -> None:
     cortex("org", "create", "globex")
     cortex("user", "add", "outsider@globex.test", "--org", "globex", "--clearance", "Executive")
     with pytest.raises(CommandError, match=re.escape("outsider@globex.test is not a member of acme")):
@@ -313,7 +313,7 @@ def test_token_create_for_someone_outside_the_organization_is_an_error(acme_peop
 
 
 @pytest.mark.django_db
-def test_token_revoke_stops_the_token(acme_people: Organization) -> None:
+def test_token_revoke_stops_the_token(cli_acme_people: Organization) -> None:
     secret = cortex("token", "create", "ann@example.test", "--org", "acme")[-1]
     prefix = secret.split("_")[1]
     assert cortex("token", "revoke", prefix, "--org", "acme")[-1] == f"Revoked token {prefix} (cli) of ann@example.test."
@@ -323,7 +323,7 @@ def test_token_revoke_stops_the_token(acme_people: Organization) -> None:
 
 
 @pytest.mark.django_db
-def test_token_revoke_unknown_prefix_or_another_organizations_token_is_not_found(acme_people: Organization) -> None:
+def test_token_revoke_unknown_prefix_or_another_organizations_token_is_not_found(cli_acme_people: Organization) -> None:
     cortex("org", "create", "globex")
     cortex("user", "add", "gus@globex.test", "--org", "globex", "--clearance", "Employee")
     globex_secret = cortex("token", "create", "gus@globex.test", "--org", "globex")[-1]
@@ -358,7 +358,7 @@ def test_demo_is_idempotent_and_prints_credentials_each_time() -> None:
 
 
 @pytest.mark.django_db
-def test_demo_first_start_leaves_a_real_installation_alone(acme: Organization) -> None:
+def test_demo_first_start_leaves_a_real_installation_alone(cli_acme: Organization) -> None:
     Organization.objects.filter(slug="acme").update(slug="acme-real")
     before = counts()
     assert cortex("demo", "--first-start") == []
