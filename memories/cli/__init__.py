@@ -5,6 +5,6 @@ default that receives (command, **options). Handlers print results with
 `command.stdout.write` and raise CortexError (→ CommandError, non-zero exit) on bad input.
 """
 
-from memories.cli import audit, demo, tenancy
+from memories.cli import audit, demo, import_export, tenancy
 
-COMMANDS = [tenancy, demo, audit]
+COMMANDS = [tenancy, demo, audit, import_export]

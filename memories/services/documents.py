@@ -55,13 +55,7 @@ def extract_text(filename: str, data: bytes) -> ExtractedDocument:
             error_code="UNSUPPORTED_FILE_TYPE",
             details={"filename": name, "supported": list(SUPPORTED_EXTENSIONS)},
         )
-    limit = settings.CORTEX_MAX_UPLOAD_BYTES
-    if len(data) > limit:
-        raise PayloadTooLarge(
-            f"{name} is {len(data):,} bytes; the limit is {limit:,} bytes.",
-            error_code="FILE_TOO_LARGE",
-            details={"filename": name, "size": len(data), "limit": limit},
-        )
+    check_size(name, len(data))
     fallback = PurePath(name).stem.strip() or name
     if extension == ".docx":
         title, text, kind = *_docx(name, data), "docx"
@@ -75,6 +69,18 @@ def extract_text(filename: str, data: bytes) -> ExtractedDocument:
     if not text:
         raise ValidationFailed(f"{name} contains no text.", error_code="EMPTY_CONTENT", details={"filename": name})
     return ExtractedDocument(title=_clip_title(title) or fallback, text=text, kind=kind)
+
+
+def check_size(filename: str, size: int) -> None:
+    """Refuse a file above CORTEX_MAX_UPLOAD_BYTES (callers holding a path check before reading it)."""
+    limit = settings.CORTEX_MAX_UPLOAD_BYTES
+    if size > limit:
+        name = PurePath(filename).name
+        raise PayloadTooLarge(
+            f"{name} is {size:,} bytes; the limit is {limit:,} bytes.",
+            error_code="FILE_TOO_LARGE",
+            details={"filename": name, "size": size, "limit": limit},
+        )
 
 
 def _decode_utf8(name: str, data: bytes) -> str:
