@@ -7,7 +7,7 @@ so fixtures obey the same invariants production data does.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -119,3 +119,41 @@ def api(make_token: Callable[..., str]) -> Callable[..., ApiClient]:
 @pytest.fixture
 def principal_of() -> Callable[[Membership], Principal]:
     return lambda membership: Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
+
+
+@pytest.fixture
+def use_embedder(settings: Any) -> Iterator[Callable[..., None]]:
+    """Switch the configured embedder for one test (and back), e.g. use_embedder("openai", OPENAI_BASE_URL=...)."""
+    from memories.embeddings.factory import get_embedder
+
+    def switch(name: str, **extra: Any) -> None:
+        settings.CORTEX_EMBEDDER = name
+        for key, value in extra.items():
+            setattr(settings, key, value)
+        get_embedder.cache_clear()
+
+    yield switch
+    get_embedder.cache_clear()
+
+
+@pytest.fixture
+def acme(make_org: Callable[..., Organization], make_scope: Callable[..., Scope], make_member: Callable[..., Membership]) -> dict[str, Any]:
+    """A small organization: scopes engineering (granted), sales (granted), handbook (all members, read-only for members)
+    and people at every rung with typical grants."""
+    org = make_org("acme", "Acme Robotics")
+    make_scope(org, "engineering")
+    make_scope(org, "sales")
+    make_scope(org, "handbook", visibility=Scope.Visibility.ALL_MEMBERS, members_can_write=False)
+    return {
+        "org": org,
+        "exec": make_member(org, "Executive", admin=True, grants={"engineering": True, "sales": True, "handbook": True}),
+        "manager": make_member(org, "Manager", grants={"engineering": True, "sales": True}),
+        "employee": make_member(org, "Employee", grants={"engineering": True}),
+        "contractor": make_member(org, "Contractor", grants={"engineering": False}),
+    }
+
+
+@pytest.fixture
+def outsider(make_org: Callable[..., Organization], make_member: Callable[..., Membership]) -> Membership:
+    """An Executive admin of another organization, who must see nothing of acme."""
+    return make_member(make_org("globex", "Globex"), "Executive", admin=True)

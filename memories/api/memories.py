@@ -15,9 +15,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cortex_site.api import CortexCursorPagination
-from memories.access import Principal, clearance_names
+from memories.access import Principal
 from memories.api.principal import request_principal
-from memories.api.representation import citation, memory_representation, redaction
+from memories.api.representation import citation, iso, present_memories, present_memory, redaction
 from memories.models import Memory
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, RecallQuery, RecallResult, recall
@@ -130,18 +130,18 @@ def _draft_fields(data: dict[str, Any]) -> dict[str, Any]:
 
 
 def _write_response(principal: Principal, result: services.WriteResult) -> Response:
-    body = memory_representation(result.memory, clearance_names(principal.organization_id))
+    body = present_memory(principal, result.memory)
     body["scope_resolution"] = result.scope_resolution
     body["deduplicated"] = result.deduplicated
     return Response(body, status=status.HTTP_200_OK if result.deduplicated else status.HTTP_201_CREATED)
 
 
 def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any]:
-    names = clearance_names(principal.organization_id)
+    rendered = present_memories(principal, [hit.memory for hit in result.hits])
     return {
         "results": [
             {
-                "memory": memory_representation(hit.memory, names),
+                "memory": rendered[position],
                 "score": hit.score,
                 "relevance": hit.relevance,
                 "recency": hit.recency,
@@ -149,7 +149,7 @@ def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any
                 "chunk_index": hit.chunk_index,
                 "citation": citation(hit.memory),
             }
-            for hit in result.hits
+            for position, hit in enumerate(result.hits)
         ],
         "took_ms": result.took_ms,
     }
@@ -180,8 +180,7 @@ class MemoryListCreateView(APIView):
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self)
-        names = clearance_names(principal.organization_id)
-        return paginator.get_paginated_response([memory_representation(m, names) for m in page or []])
+        return paginator.get_paginated_response(present_memories(principal, page or []))
 
     @extend_schema(summary="Remember: store a memory", request=MemoryCreateInput, responses={201: WriteOutput, 200: WriteOutput})
     def post(self, request: Request) -> Response:
@@ -199,12 +198,10 @@ class MemoryDetailView(APIView):
     def get(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         memory = memory_for_history(principal, memory_id)
-        names = clearance_names(principal.organization_id)
-        body = memory_representation(memory, names)
+        body = present_memory(principal, memory)
         body["chunk_count"] = memory.chunks.count()
         body["history"] = [
-            {"id": str(m.pk), "title": m.title, "status": m.status, "valid_from": memory_representation(m, names)["valid_from"]}
-            for m in supersession_chain(principal, memory)
+            {"id": str(m.pk), "title": m.title, "status": m.status, "valid_from": iso(m.valid_from)} for m in supersession_chain(principal, memory)
         ]
         body["citation"] = citation(memory)
         body["redaction"] = redaction(memory)
@@ -217,7 +214,7 @@ class MemoryDetailView(APIView):
         serializer = PatchInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         memory = services.memory_patch(principal=principal, memory_id=memory_id, changes=dict(serializer.validated_data))
-        return Response(memory_representation(memory, clearance_names(principal.organization_id)))
+        return Response(present_memory(principal, memory))
 
     @extend_schema(summary="Erase a memory for good (admins)", responses={204: None})
     def delete(self, request: Request, memory_id: str) -> Response:
@@ -242,7 +239,7 @@ class MemoryRedactView(APIView):
         serializer = RedactInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         memory = services.memory_redact(principal=principal, memory_id=memory_id, reason=serializer.validated_data["reason"])
-        body = memory_representation(memory, clearance_names(principal.organization_id))
+        body = present_memory(principal, memory)
         body["redaction"] = redaction(memory)
         return Response(body)
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from memories.access import Principal, clearance_names
 from memories.models import Memory
+from memories.selectors.memories import readable_base
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -19,7 +22,16 @@ def author_of(memory: Memory) -> dict[str, Any]:
     return {"id": str(memory.author_id) if memory.author_id else None, "name": memory.author_display}
 
 
-def memory_representation(memory: Memory, clearance_names: dict[int, str]) -> dict[str, Any]:
+def memory_representation(memory: Memory, clearance_names: dict[int, str], visible_links: Collection[Any] | None = None) -> dict[str, Any]:
+    """The memory as clients see it. `visible_links` holds the ids of linked versions the reader may see;
+    links to others are shown as null, so an invisible version does not leak even its id. None shows all
+    (operator exports only) — interfaces acting for a principal use `present_memories`."""
+
+    def link(memory_id: Any) -> str | None:
+        if memory_id is None or (visible_links is not None and memory_id not in visible_links):
+            return None
+        return str(memory_id)
+
     return {
         "id": str(memory.pk),
         "title": memory.title,
@@ -36,9 +48,23 @@ def memory_representation(memory: Memory, clearance_names: dict[int, str]) -> di
         "valid_until": iso(memory.valid_until),
         "created_at": iso(memory.created_at),
         "updated_at": iso(memory.updated_at),
-        "supersedes": str(memory.supersedes_id) if memory.supersedes_id else None,
-        "superseded_by": str(memory.superseded_by_id) if memory.superseded_by_id else None,
+        "supersedes": link(memory.supersedes_id),
+        "superseded_by": link(memory.superseded_by_id),
     }
+
+
+def present_memories(principal: Principal, memories: Iterable[Memory]) -> list[dict[str, Any]]:
+    """Memories rendered for a principal: clearance names and version links resolved in two queries."""
+    memories = list(memories)
+    links = {m.supersedes_id for m in memories} | {m.superseded_by_id for m in memories}
+    links.discard(None)
+    visible = set(readable_base(principal).filter(pk__in=links).values_list("pk", flat=True)) if links else set()
+    names = clearance_names(principal.organization_id)
+    return [memory_representation(m, names, visible) for m in memories]
+
+
+def present_memory(principal: Principal, memory: Memory) -> dict[str, Any]:
+    return present_memories(principal, [memory])[0]
 
 
 def citation(memory: Memory) -> dict[str, Any]:

@@ -23,8 +23,8 @@ def signature_of(embedder: Embedder) -> tuple[str, str, int]:
     return (embedder.name, embedder.model, embedder.dim)
 
 
-def check_signature(embedder: Embedder, *, record_if_missing: bool) -> None:
-    """Raise EmbeddingModelMismatch when the store was filled by another model.
+def check_signature(embedder: Embedder, *, record_if_missing: bool) -> bool:
+    """Raise EmbeddingModelMismatch when the store was filled by another model; True when a signature exists.
 
     An empty store takes the embedder's signature on its first write (`record_if_missing`).
     """
@@ -32,7 +32,8 @@ def check_signature(embedder: Embedder, *, record_if_missing: bool) -> None:
     if stored is None:
         if record_if_missing:
             EmbeddingSignature.objects.create(provider=embedder.name, model=embedder.model, dim=embedder.dim)
-        return
+            return True
+        return False
     if (stored.provider, stored.model, stored.dim) != signature_of(embedder):
         raise EmbeddingModelMismatch(
             f"The store holds vectors from {stored.provider}:{stored.model} ({stored.dim} dimensions) but Cortex is "
@@ -43,6 +44,7 @@ def check_signature(embedder: Embedder, *, record_if_missing: bool) -> None:
                 "configured": {"provider": embedder.name, "model": embedder.model, "dim": embedder.dim},
             },
         )
+    return True
 
 
 def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
@@ -52,9 +54,9 @@ def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
     caller has stored nothing yet, so a retry is safe.
     """
     embedder = get_embedder()
-    check_signature(embedder, record_if_missing=for_write)
+    signed = check_signature(embedder, record_if_missing=False)
     try:
-        return embedder.embed(list(texts))
+        vectors = embedder.embed(list(texts))
     except EmbeddingUnavailable as exc:
         raise ServiceUnavailable(
             f"The embedding provider is unavailable ({exc}). Nothing was stored; retry shortly.",
@@ -65,3 +67,7 @@ def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
             f"The embedding provider refused the request ({exc}). Nothing was stored.",
             error_code="EMBEDDING_FAILED",
         ) from exc
+    if for_write and not signed:
+        # An empty store takes the signature of the first vectors it is about to hold.
+        check_signature(embedder, record_if_missing=True)
+    return vectors

@@ -1,0 +1,198 @@
+"""Supersede, redact, delete and patch: their effects on the memory, its chunks, recall and the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from support import assert_envelope
+
+from audit.models import AuditEvent
+from memories.models import Memory, MemoryChunk
+
+
+def _remember(client: Any, **body: Any) -> dict[str, Any]:
+    response = client.post("/api/memories", body)
+    assert response.status_code == 201, response.content
+    return response.json()
+
+
+def _recall_ids(client: Any, query: str, **extra: Any) -> list[str]:
+    response = client.post("/api/recall", {"query": query, **extra})
+    assert response.status_code == 200, response.content
+    return [hit["memory"]["id"] for hit in response.json()["results"]]
+
+
+# -- supersede -------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_supersede_creates_a_new_version_linked_both_ways(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, title="Rate limit", content="The public API allows 100 requests per minute.", scope="engineering", tags=["api"])
+    response = client.post(f"/api/memories/{old['id']}/supersede", {"content": "The public API allows 250 requests per minute."})
+    assert response.status_code == 201, response.content
+    new = response.json()
+    assert new["supersedes"] == old["id"]
+    assert new["status"] == "active"
+    assert new["title"] == "Rate limit"
+    assert new["tags"] == ["api"] and new["scope"] == "engineering"
+    old_now = client.get(f"/api/memories/{old['id']}").json()
+    assert old_now["status"] == "superseded"
+    assert old_now["superseded_by"] == new["id"]
+    assert [h["id"] for h in old_now["history"]] == [old["id"], new["id"]]
+    assert set(MemoryChunk.objects.filter(memory_id=old["id"]).values_list("status", flat=True)) == {"superseded"}
+    assert _recall_ids(client, "public API requests per minute") == [new["id"]]
+    actions = set(AuditEvent.objects.filter(target_id__in=[old["id"], new["id"]]).values_list("action", flat=True))
+    assert {"memory.create", "memory.supersede"} <= actions
+
+
+@pytest.mark.django_db
+def test_superseding_twice_is_a_conflict(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, content="Standup at 9:30.")
+    assert client.post(f"/api/memories/{old['id']}/supersede", {"content": "Standup at 10:00."}).status_code == 201
+    assert_envelope(client.post(f"/api/memories/{old['id']}/supersede", {"content": "Standup at 11:00."}), 409, "MEMORY_NOT_ACTIVE")
+
+
+@pytest.mark.django_db
+def test_only_writers_can_supersede_and_outsiders_get_404(acme: dict[str, Any], outsider: Any, api: Any) -> None:
+    memory = _remember(api(acme["employee"]), content="Engineering owns the dock firmware.", scope="engineering")
+    assert_envelope(api(acme["contractor"]).post(f"/api/memories/{memory['id']}/supersede", {"content": "x"}), 403, "MEMORY_NOT_WRITABLE")
+    foreign = api(outsider).post(f"/api/memories/{memory['id']}/supersede", {"content": "x"})
+    missing = api(outsider).post("/api/memories/00000000-0000-0000-0000-000000000000/supersede", {"content": "x"})
+    assert assert_envelope(foreign, 404, "NOT_FOUND")["message"] == assert_envelope(missing, 404, "NOT_FOUND")["message"]
+    assert Memory.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_supersede_into_an_unwritable_scope_is_refused_and_old_stays_active(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, content="Quota is 10 robots per site.", scope="engineering")
+    assert_envelope(client.post(f"/api/memories/{old['id']}/supersede", {"scope": "handbook"}), 403, "SCOPE_NOT_WRITABLE")
+    assert Memory.objects.get(pk=old["id"]).status == "active"
+
+
+# -- redact ----------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_redact_replaces_content_deletes_chunks_and_keeps_provenance(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    memory = _remember(client, title="Customer password", content="Initech admin password is hunter2.", scope="engineering", tags=["oops"])
+    response = client.post(f"/api/memories/{memory['id']}/redact", {"reason": "Contained a credential"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["status"] == "redacted"
+    assert "hunter2" not in str(body)
+    assert body["tags"] == []
+    assert body["redaction"]["reason"] == "Contained a credential"
+    assert body["redaction"]["redacted_by"] == acme["employee"].user.email
+    assert not MemoryChunk.objects.filter(memory_id=memory["id"]).exists()
+    assert _recall_ids(client, "Initech admin password") == []
+    assert client.get("/api/memories").json()["results"] == []
+    detail = client.get(f"/api/memories/{memory['id']}").json()
+    assert detail["status"] == "redacted" and detail["chunk_count"] == 0
+    event = AuditEvent.objects.get(action="memory.redact", target_id=memory["id"])
+    assert event.details["reason"] == "Contained a credential"
+    assert "hunter2" not in str(event.details)
+
+
+@pytest.mark.django_db
+def test_redact_requires_a_reason_and_happens_once(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    memory = _remember(client, content="temp")
+    assert_envelope(client.post(f"/api/memories/{memory['id']}/redact", {"reason": "  "}), 400, "REASON_REQUIRED")
+    assert client.post(f"/api/memories/{memory['id']}/redact", {"reason": "dup"}).status_code == 200
+    assert_envelope(client.post(f"/api/memories/{memory['id']}/redact", {"reason": "again"}), 409, "ALREADY_REDACTED")
+
+
+@pytest.mark.django_db
+def test_who_may_redact(acme: dict[str, Any], api: Any, outsider: Any) -> None:
+    # Written by the manager in engineering; the contractor reads engineering but cannot write it.
+    memory = _remember(api(acme["manager"]), content="Sprint goal: ship the dock API.", scope="engineering")
+    assert_envelope(api(acme["contractor"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACT_NOT_ALLOWED")
+    assert_envelope(api(outsider).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 404, "NOT_FOUND")
+    # A writer of the scope who is not the author may.
+    assert api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "obsolete"}).status_code == 200
+
+
+@pytest.mark.django_db
+def test_author_may_redact_after_losing_write_access(acme: dict[str, Any], api: Any) -> None:
+    from memories.models import Scope, ScopeGrant
+
+    client = api(acme["employee"])
+    memory = _remember(client, content="My own note in engineering.", scope="engineering")
+    ScopeGrant.objects.filter(membership=acme["employee"], scope=Scope.objects.get(organization=acme["org"], slug="engineering")).update(can_write=False)
+    assert api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "mine"}).status_code == 200
+
+
+# -- delete ----------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_only_admins_delete_and_deletion_is_audited(acme: dict[str, Any], api: Any) -> None:
+    memory = _remember(api(acme["employee"]), content="Erase me.", scope="engineering")
+    assert_envelope(api(acme["employee"]).delete(f"/api/memories/{memory['id']}"), 403, "ADMIN_REQUIRED")
+    assert Memory.objects.filter(pk=memory["id"]).exists()
+    response = api(acme["exec"]).delete(f"/api/memories/{memory['id']}")
+    assert response.status_code == 204
+    assert not Memory.objects.filter(pk=memory["id"]).exists()
+    assert not MemoryChunk.objects.filter(memory_id=memory["id"]).exists()
+    event = AuditEvent.objects.get(action="memory.delete", target_id=memory["id"])
+    assert "Erase me" not in str(event.details)
+    assert_envelope(api(acme["exec"]).get(f"/api/memories/{memory['id']}"), 404)
+
+
+@pytest.mark.django_db
+def test_admin_without_access_to_the_scope_cannot_delete(acme: dict[str, Any], make_member: Any, api: Any) -> None:
+    memory = _remember(api(acme["manager"]), content="Sales forecast.", scope="sales")
+    admin_without_sales = make_member(acme["org"], "Executive", admin=True)
+    assert_envelope(api(admin_without_sales).delete(f"/api/memories/{memory['id']}"), 404, "NOT_FOUND")
+
+
+@pytest.mark.django_db
+def test_deleting_a_superseded_version_unlinks_the_chain(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["exec"])
+    old = _remember(client, content="v1 of the plan")
+    new = client.post(f"/api/memories/{old['id']}/supersede", {"content": "v2 of the plan"}).json()
+    assert client.delete(f"/api/memories/{old['id']}").status_code == 204
+    assert client.get(f"/api/memories/{new['id']}").json()["supersedes"] is None
+
+
+# -- patch -------------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_patch_changes_metadata_and_keeps_chunks_in_step(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["manager"])
+    memory = _remember(client, title="Pricing", content="Pathfinder lists at $48,000 per unit.", scope="sales")
+    response = client.patch(f"/api/memories/{memory['id']}", {"tags": ["pricing", "pathfinder"], "category": "policy", "clearance_min": "Manager"})
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["tags"] == ["pricing", "pathfinder"] and body["category"] == "policy" and body["clearance_min"] == "Manager"
+    chunk = MemoryChunk.objects.get(memory_id=memory["id"])
+    assert chunk.tags == ["pricing", "pathfinder"] and chunk.category == "policy" and chunk.clearance_rank == 2
+    # The new clearance applies to recall at once.
+    employee_with_sales = api(acme["exec"])
+    assert memory["id"] in _recall_ids(employee_with_sales, "Pathfinder price")
+    assert AuditEvent.objects.filter(action="memory.patch", target_id=memory["id"]).exists()
+
+
+@pytest.mark.django_db
+def test_patch_refuses_content_and_unknown_fields(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    memory = _remember(client, content="original")
+    assert_envelope(client.patch(f"/api/memories/{memory['id']}", {"content": "changed"}), 400, "VALIDATION_ERROR")
+    assert Memory.objects.get(pk=memory["id"]).content == "original"
+
+
+@pytest.mark.django_db
+def test_patch_valid_until_expires_the_memory_from_lists_and_recall(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    memory = _remember(client, content="Temporary VPN workaround: use the backup gateway.", valid_from="2025-01-01T00:00:00Z")
+    assert memory["id"] in _recall_ids(client, "VPN workaround gateway")
+    assert client.patch(f"/api/memories/{memory['id']}", {"valid_until": "2025-06-01T00:00:00Z"}).status_code == 200
+    assert memory["id"] not in _recall_ids(client, "VPN workaround gateway")
+    assert memory["id"] not in [m["id"] for m in client.get("/api/memories").json()["results"]]
+    assert memory["id"] in _recall_ids(client, "VPN workaround gateway", as_of="2025-03-01T00:00:00Z")
+
+
+@pytest.mark.django_db
+def test_patch_clearance_above_own_is_refused(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    memory = _remember(client, content="x", scope="engineering")
+    assert_envelope(client.patch(f"/api/memories/{memory['id']}", {"clearance_min": "Executive"}), 403, "CLEARANCE_ABOVE_OWN")
+    assert_envelope(api(acme["contractor"]).patch(f"/api/memories/{memory['id']}", {"tags": ["x"]}), 403, "MEMORY_NOT_WRITABLE")
