@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cortex_site.health import healthz
-from memories.views import auth, home
+from memories.views import auth, home, styleguide
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", auth.LogoutView.as_view(), name="logout"),
     path("org/switch", auth.switch_organization_view, name="switch-organization"),
     path("", home.home, name="home"),
+    path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("memories.api.urls")),
