@@ -5,6 +5,6 @@ default that receives (command, **options). Handlers print results with
 `command.stdout.write` and raise CortexError (→ CommandError, non-zero exit) on bad input.
 """
 
-from memories.cli import audit, demo, import_export, tenancy
+from memories.cli import audit, demo, import_export, reembed, tenancy
 
-COMMANDS = [tenancy, demo, audit, import_export]
+COMMANDS = [tenancy, demo, audit, import_export, reembed]

@@ -230,8 +230,11 @@ def _readable_duplicate(principal: Principal, scope: Scope, digest: str, exclude
     return next((m for m in candidates if principal.can_read_memory(m)), None)
 
 
-def _embedding_text(title: str, chunk: str) -> str:
-    # Title-prefixed chunks: a chunk deep in a long document still carries what the document is about.
+def embedding_text(title: str, chunk: str) -> str:
+    """The exact text embedded for a chunk (the write pipeline and `cortex reembed` share it).
+
+    Title-prefixed: a chunk deep in a long document still carries what the document is about.
+    """
     return f"{title}\n\n{chunk}" if title and not chunk.startswith(title) else chunk
 
 
@@ -294,7 +297,7 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
         return WriteResult(duplicate, resolution, deduplicated=True)
 
     chunks = chunk_text(content)
-    vectors = embed_for_store([_embedding_text(title, c.text) for c in chunks], for_write=True)
+    vectors = embed_for_store([embedding_text(title, c.text) for c in chunks], for_write=True)
 
     try:
         with transaction.atomic():
