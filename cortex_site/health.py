@@ -32,7 +32,7 @@ def _pgvector() -> dict[str, Any]:
 def _broker() -> dict[str, Any]:
     import redis
 
-    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+    client = redis.Redis.from_url(str(settings.REDIS_URL), socket_timeout=2, socket_connect_timeout=2)
     try:
         client.ping()
     finally:

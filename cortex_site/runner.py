@@ -21,6 +21,7 @@ import argparse
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -145,6 +146,21 @@ class Supervisor:
     def request_stop(self, signum: int, _frame: object) -> None:
         self.stopping = True
 
+    def wait_until_listening(self, host: str, port: int, timeout: float = 120) -> bool:
+        """True once something accepts connections on host:port; False if we are stopping, a child
+        died, or time ran out (then `wait()` reports what happened)."""
+        target = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}.get(host, host)  # noqa: S104 - a client address
+        deadline = time.monotonic() + timeout
+        while not self.stopping and time.monotonic() < deadline:
+            if any(child.poll() is not None for child in self.children.values()):
+                return False
+            try:
+                with socket.create_connection((target, port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.3)
+        return False
+
     def wait(self) -> int:
         while not self.stopping:
             for name, child in self.children.items():
@@ -193,7 +209,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             supervisor.spawn("worker", worker_command(), env)
             supervisor.spawn("beat", beat_command(home), env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
-            _say(f"Cortex is up on http://{host}:{port}  (Ctrl-C stops everything)")
+            # Say "up" only once the web server accepts connections (it takes seconds to import).
+            if supervisor.wait_until_listening(host, int(port)):
+                _say(f"Cortex is up on http://{host}:{port}  (Ctrl-C stops everything)")
             code = supervisor.wait()
             _say("stopping web, worker and beat")
             supervisor.stop_all()
@@ -268,11 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     test = sub.add_parser("test")
     test.add_argument("pytest_args", nargs=argparse.REMAINDER)
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["test"]:
-        # Everything after `test` belongs to pytest, options included.
-        args = argparse.Namespace(command="test", pytest_args=argv[1:])
-    else:
-        args = parser.parse_args(argv)
+    # Everything after `test` belongs to pytest, options included.
+    args = argparse.Namespace(command="test", pytest_args=argv[1:]) if argv[:1] == ["test"] else parser.parse_args(argv)
     try:
         if args.command == "run":
             return cmd_run(args)

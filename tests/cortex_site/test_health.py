@@ -66,7 +66,7 @@ def test_healthz_loads_the_local_model_for_real(client: Client) -> None:
 @pytest.mark.django_db
 @override_settings(CORTEX_EMBEDDER="hash")
 def test_unreachable_broker_is_503_naming_the_broker_without_its_password(client: Client) -> None:
-    closed = _with_password(settings.REDIS_URL, "pw-that-must-not-leak-1", port=free_port())
+    closed = _with_password(str(settings.REDIS_URL), "pw-that-must-not-leak-1", port=free_port())
     with override_settings(REDIS_URL=closed, CELERY_BROKER_URL=closed):
         status, body, raw = _health(client)
     assert status == 503
@@ -81,9 +81,9 @@ def test_unreachable_broker_is_503_naming_the_broker_without_its_password(client
 @pytest.mark.django_db
 @override_settings(CORTEX_EMBEDDER="hash")
 def test_wrong_broker_password_is_503_and_no_password_appears(client: Client) -> None:
-    real_password = urlsplit(settings.REDIS_URL).password
+    real_password = urlsplit(str(settings.REDIS_URL)).password
     assert real_password
-    wrong = _with_password(settings.REDIS_URL, "wrong-pw-that-must-not-leak")
+    wrong = _with_password(str(settings.REDIS_URL), "wrong-pw-that-must-not-leak")
     with override_settings(REDIS_URL=wrong, CELERY_BROKER_URL=wrong):
         status, body, raw = _health(client)
     assert status == 503
@@ -108,7 +108,7 @@ def test_healthz_shows_no_connection_strings_or_tenant_data(client: Client, make
     make_member(make_org("secret-tenant", "Secret Tenant Inc"), email="insider@secret.test")
     _status, body, raw = _health(client)
     assert set(body) == {"status", "checks"}
-    for needle in (settings.REDIS_URL, settings.DATABASES["default"]["NAME"] + "?", "secret-tenant", "Secret Tenant", "insider@", settings.SECRET_KEY):
+    for needle in (settings.REDIS_URL, f"{settings.DATABASES['default']['NAME']}?", "secret-tenant", "Secret Tenant", "insider@", settings.SECRET_KEY):
         assert needle not in raw
 
 

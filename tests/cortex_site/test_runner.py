@@ -198,6 +198,13 @@ class RunningCortex:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def wait_for_output(self, text: str, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output():
+            assert self.process.poll() is None, f"runner exited early ({self.process.returncode}):\n{self.output()[-4000:]}"
+            assert time.monotonic() < deadline, f"{text!r} never appeared:\n{self.output()[-4000:]}"
+            time.sleep(0.2)
+
     def wait_healthy(self, timeout: float = 90) -> dict[str, object]:
         deadline = time.monotonic() + timeout
         last: object = None
@@ -257,6 +264,9 @@ def test_run_serves_the_demo_stops_cleanly_on_sigterm_and_keeps_data(home: Path)
     log = home / "runner.log"
     first = RunningCortex(home, log)
     try:
+        # "up" is announced only once the web server accepts connections.
+        first.wait_for_output(f"Cortex is up on http://127.0.0.1:{first.port}")
+        assert httpx.get(f"{first.base}/login/", timeout=20).status_code == 200
         health = first.wait_healthy()
         assert all(check["ok"] for check in health["checks"].values())  # type: ignore[attr-defined]
         ada = _sign_in(first.base, "ada@acme.test", "cortex-demo")
