@@ -1,12 +1,54 @@
-"""Celery tasks of the memories app: thin wrappers over services, taking ids, safe to run twice."""
+"""Celery tasks of the memories app: thin wrappers over services, taking ids, safe to run twice.
+
+Retries are only for passing trouble (the database or broker connection dropped), with
+exponential backoff and a bound; everything else is handled by the services themselves
+(a failing post-write step is logged and the others still run; a failing job is marked
+failed with its reason).
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import shared_task
+from django.db import InterfaceError, OperationalError
 
-from memories.services.post_write import run_post_write
+# Registers the job handlers (extract_decisions) in every process that runs jobs.
+import memories.services.briefs  # noqa: F401
+from memories.services.jobs import RetryableJobError, job_run
+from memories.services.post_write import RETRY, run_post_write
+
+RETRYABLE = (OperationalError, InterfaceError, RetryableJobError)
 
 
-@shared_task(name="memories.after_memory_write", acks_late=True, ignore_result=False)
-def after_memory_write(memory_id: str) -> dict[str, str]:
-    return run_post_write(memory_id)
+@shared_task(
+    bind=True,
+    name="memories.after_memory_write",
+    acks_late=True,
+    ignore_result=False,
+    soft_time_limit=120,
+    time_limit=150,
+    max_retries=3,
+)
+def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
+    outcomes = run_post_write(memory_id)
+    if RETRY in outcomes.values() and self.request.retries < self.max_retries:
+        # Every step is idempotent, so running them all again is safe.
+        raise self.retry(countdown=min(300, 10 * 2**self.request.retries))
+    return outcomes
+
+
+@shared_task(
+    name="memories.run_job",
+    acks_late=True,
+    ignore_result=False,
+    soft_time_limit=240,
+    time_limit=270,
+    autoretry_for=RETRYABLE,
+    retry_backoff=5,
+    retry_backoff_max=120,
+    retry_jitter=True,
+    max_retries=3,
+)
+def run_job(job_id: str) -> str:
+    return job_run(job_id)

@@ -18,7 +18,10 @@ from cortex_site.api import CortexCursorPagination
 from memories.access import Principal
 from memories.api.principal import request_principal
 from memories.api.representation import citation, iso, present_memories, present_memory, redaction
+from memories.api.shapes import conflict_summary, entity_summary
 from memories.models import Memory
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.entities import memory_entities
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, RecallQuery, RecallResult, recall
 from memories.services import memories as services
@@ -205,7 +208,8 @@ class MemoryDetailView(APIView):
         ]
         body["citation"] = citation(memory)
         body["redaction"] = redaction(memory)
-        body["conflicts"] = []
+        body["conflicts"] = [conflict_summary(c, memory) for c in memory_conflicts(principal, memory)]
+        body["entities"] = [entity_summary(e) for e in memory_entities(principal, memory)]
         return Response(body)
 
     @extend_schema(summary="Change metadata (tags, category, valid_until, clearance_min)", request=PatchInput, responses=MemoryOutput)

@@ -1,3 +1,6 @@
+from memories.models.conflicts import Conflict
+from memories.models.entities import Entity, EntityMention, Relation
+from memories.models.jobs import Job
 from memories.models.memory import DEFAULT_EMBEDDING_DIM, EmbeddingSignature, Memory, MemoryChunk, SourceScopeRule
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
@@ -17,11 +20,16 @@ __all__ = [
     "PUBLIC_DOCS_SLUG",
     "ApiToken",
     "ClearanceLevel",
+    "Conflict",
     "EmbeddingSignature",
+    "Entity",
+    "EntityMention",
+    "Job",
     "Membership",
     "Memory",
     "MemoryChunk",
     "Organization",
+    "Relation",
     "Scope",
     "ScopeGrant",
     "SourceScopeRule",

@@ -73,8 +73,15 @@ class User(AbstractBaseUser, PermissionsMixin):
 class Organization(models.Model):
     """The tenant. Every tenant-owned row carries its organization."""
 
+    class ConflictPolicy(models.TextChoices):
+        # auto: duplicates and stale pairs resolve at once, contradictions by authority then recency.
+        AUTO = "auto"
+        # manual: every detected conflict waits in the queue for a person.
+        MANUAL = "manual"
+
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=150)
+    conflict_policy = models.CharField(max_length=8, choices=ConflictPolicy.choices, default=ConflictPolicy.AUTO)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -25,7 +26,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from audit.services import record
+from audit.services import Actor, record
 from cortex_site.errors import Conflict, PayloadTooLarge, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names
 from memories.chunking import chunk_text
@@ -383,18 +384,78 @@ def _replay(principal: Principal, earlier: Memory, resolution: str) -> WriteResu
     return WriteResult(earlier, resolution, deduplicated=True)
 
 
-def _retire(old: Memory) -> None:
+def _retire(old: Memory, *, release_external_id: bool = True) -> None:
     """Old → superseded, if it is still active (a concurrent supersede loses cleanly).
 
-    It gives up its source item id, so the newest version owns it and the next sync finds it.
+    A new version of the same item takes over its source item id, so the newest version owns
+    it and the next sync finds it; a memory retired in favour of *another* item keeps its id,
+    so a re-sync of its source item does not bring it back.
     """
-    updated = Memory.objects.filter(pk=old.pk, status=Memory.Status.ACTIVE).update(
-        status=Memory.Status.SUPERSEDED, external_id="", updated_at=timezone.now()
-    )
+    changes: dict[str, Any] = {"status": Memory.Status.SUPERSEDED, "updated_at": timezone.now()}
+    if release_external_id:
+        changes["external_id"] = ""
+    updated = Memory.objects.filter(pk=old.pk, status=Memory.Status.ACTIVE).update(**changes)
     if updated != 1:
         raise Conflict("This memory was changed meanwhile and is no longer active.", error_code="MEMORY_NOT_ACTIVE")
     MemoryChunk.objects.filter(memory_id=old.pk).update(status=Memory.Status.SUPERSEDED)
     old.status = Memory.Status.SUPERSEDED
+
+
+def memory_supersede_with_existing(*, loser_id: Any, winner_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+    """Mark one active memory superseded by another, already stored, active memory.
+
+    The lifecycle step behind conflict resolution (the caller has decided who wins and may
+    act). Both memories must be active and of one organization; the loser's chunks leave
+    search, it links forward to the winner, and the winner links back when it supersedes
+    nothing else yet. Raises Conflict(MEMORY_NOT_ACTIVE) when either changed meanwhile.
+    """
+    with transaction.atomic():
+        rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
+        loser, winner = rows.get(_as_uuid(loser_id)), rows.get(_as_uuid(winner_id))
+        if loser is None or winner is None or loser.organization_id != winner.organization_id or loser.pk == winner.pk:
+            raise Conflict("These memories cannot supersede one another.", error_code="MEMORY_NOT_ACTIVE")
+        if winner.status != Memory.Status.ACTIVE:
+            raise Conflict("The memory that should stay is no longer active.", error_code="MEMORY_NOT_ACTIVE")
+        _retire(loser, release_external_id=False)
+        Memory.objects.filter(pk=loser.pk).update(superseded_by=winner)
+        Memory.objects.filter(pk=winner.pk, supersedes__isnull=True).update(supersedes=loser)
+        record(
+            "memory.supersede",
+            organization=loser.organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=loser.pk,
+            details={"superseded_by": str(winner.pk), "reason": reason, **(details or {})},
+        )
+
+
+def memory_reinstate(*, memory_id: Any, superseded_by_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+    """Undo `memory_supersede_with_existing`: the memory is active and searchable again.
+
+    Only a memory still superseded by exactly `superseded_by_id` is reinstated (a later edit of
+    it is never undone this way); raises Conflict(MEMORY_NOT_SUPERSEDED) otherwise.
+    """
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory_id, status=Memory.Status.SUPERSEDED, superseded_by_id=superseded_by_id).update(
+            status=Memory.Status.ACTIVE, superseded_by=None, updated_at=timezone.now()
+        )
+        if updated != 1:
+            raise Conflict("This memory is not superseded by the other one any more; it cannot be reinstated.", error_code="MEMORY_NOT_SUPERSEDED")
+        MemoryChunk.objects.filter(memory_id=memory_id).update(status=Memory.Status.ACTIVE)
+        Memory.objects.filter(pk=superseded_by_id, supersedes_id=memory_id).update(supersedes=None)
+        organization_id = Memory.objects.filter(pk=memory_id).values_list("organization_id", flat=True).get()
+        record(
+            "memory.reinstate",
+            organization=organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=memory_id,
+            details={"was_superseded_by": str(superseded_by_id), "reason": reason, **(details or {})},
+        )
+
+
+def _as_uuid(value: Any) -> Any:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(str(value))
 
 
 def _enqueue_post_write(memory_id: Any) -> None:
@@ -505,6 +566,7 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
             raise Conflict("This memory is already redacted.", error_code="ALREADY_REDACTED")
         now = timezone.now()
         deleted_chunks, _ = MemoryChunk.objects.filter(memory_id=memory.pk).delete()
+        _forget_derived(memory.pk)
         Memory.objects.filter(pk=memory.pk).update(
             status=Memory.Status.REDACTED,
             title=REDACTED_TITLE,
@@ -525,6 +587,16 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
         )
     memory.refresh_from_db()
     return memory
+
+
+def _forget_derived(memory_id: Any) -> None:
+    """A redacted memory's words must not survive in what was derived from it (conflict dissent
+    and explanations, the entity graph). Imported here: those services build on this module."""
+    from memories.services.conflicts import conflicts_scrub_memory
+    from memories.services.entities import entities_forget_memory
+
+    conflicts_scrub_memory(memory_id)
+    entities_forget_memory(memory_id)
 
 
 def memory_delete(*, principal: Principal, memory_id: Any) -> None:

@@ -23,15 +23,42 @@ def register(step: PostWriteStep) -> PostWriteStep:
     return step
 
 
+RETRY = "retry"
+
+
 def run_post_write(memory_id: Any) -> dict[str, str]:
-    """Run every registered step; report each step's outcome by name."""
+    """Run every registered step; report each step's outcome by name ("ok", "failed", or
+    "retry" when the database connection failed and the task should run again later)."""
+    from django.db import InterfaceError, OperationalError
+
     outcomes: dict[str, str] = {}
     for step in STEPS:
         name = f"{step.__module__}.{step.__qualname__}"
         try:
             step(memory_id)
             outcomes[name] = "ok"
+        except (OperationalError, InterfaceError):
+            logger.warning("post-write step %s hit a database error for memory %s; will retry", name, memory_id, exc_info=True)
+            outcomes[name] = RETRY
         except Exception:  # one failing step must not stop the others; logged with its traceback
             logger.exception("post-write step %s failed for memory %s", name, memory_id)
             outcomes[name] = "failed"
     return outcomes
+
+
+# -- the registered steps, in order --------------------------------------------------------------
+# Imported inside the steps: the services import the write pipeline, which imports this module.
+def detect_conflicts(memory_id: Any) -> None:
+    from memories.services.conflicts import conflicts_detect
+
+    conflicts_detect(memory_id)
+
+
+def extract_entities(memory_id: Any) -> None:
+    from memories.services.entities import entities_extract
+
+    entities_extract(memory_id)
+
+
+register(detect_conflicts)
+register(extract_entities)

@@ -1,0 +1,184 @@
+"""REST: decision extraction for meeting briefs (a Celery job), job status, saving a brief."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.conf import settings
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.reverse import reverse
+from rest_framework.views import APIView
+
+from cortex_site.api import error_response
+from cortex_site.errors import ValidationFailed
+from memories.api.memories import StrictSerializer, _write_response
+from memories.api.principal import request_principal
+from memories.api.representation import iso
+from memories.models import Job
+from memories.selectors.jobs import job_for
+from memories.services import briefs
+from memories.services.documents import check_size
+
+DEFAULT_WAIT_SECONDS = 20
+MAX_WAIT_SECONDS = 60
+POLL_SECONDS = 0.2
+
+
+class ExtractDecisionsInput(StrictSerializer):
+    summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    transcript = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    wait = serializers.IntegerField(required=False, min_value=0, max_value=MAX_WAIT_SECONDS)
+
+
+class DecisionOutput(serializers.Serializer):
+    text = serializers.CharField()
+    quote = serializers.CharField(help_text="verbatim from the input, at start..end")
+    source = serializers.ChoiceField(choices=["summary", "transcript"])
+    start = serializers.IntegerField()
+    end = serializers.IntegerField()
+
+
+class ExtractionOutput(serializers.Serializer):
+    decisions = DecisionOutput(many=True)
+    extractor = serializers.CharField(help_text='"<provider>:<model>" or "heuristic"')
+    dropped = serializers.IntegerField(help_text="proposed decisions dropped because their quote was not in the input")
+    fallback = serializers.DictField(required=False, help_text="present when the LLM failed and the heuristic answered: {from, reason}")
+    transcript = serializers.CharField(allow_null=True, help_text="the text read from an uploaded file (offsets refer to it)")
+    job_id = serializers.UUIDField()
+
+
+class JobAcceptedOutput(serializers.Serializer):
+    job_id = serializers.UUIDField()
+    job_url = serializers.URLField()
+    status = serializers.CharField()
+
+
+class JobOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    kind = serializers.CharField()
+    status = serializers.ChoiceField(choices=Job.Status.values)
+    progress = serializers.IntegerField(allow_null=True)
+    result = serializers.DictField(allow_null=True)
+    error = serializers.DictField(allow_null=True)
+    created_at = serializers.DateTimeField()
+    started_at = serializers.DateTimeField(allow_null=True)
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+def job_representation(job: Job) -> dict[str, Any]:
+    return {
+        "id": str(job.pk),
+        "kind": job.kind,
+        "status": job.status,
+        "progress": job.progress,
+        "result": job.result,
+        "error": job.error,
+        "created_at": iso(job.created_at),
+        "started_at": iso(job.started_at),
+        "finished_at": iso(job.finished_at),
+    }
+
+
+def _wait_for(job: Job, seconds: float) -> Job:
+    """The job as it stands when it finished or `seconds` passed, whichever is first."""
+    deadline = time.monotonic() + seconds
+    while True:
+        job.refresh_from_db()
+        if job.finished or time.monotonic() >= deadline:
+            return job
+        time.sleep(POLL_SECONDS)
+
+
+class ExtractDecisionsView(APIView):
+    parser_classes = [JSONParser, MultiPartParser, FormParser]
+
+    @extend_schema(
+        summary="Extract grounded decisions from a meeting summary and/or transcript (a job)",
+        description="JSON `{summary?, transcript?, wait?}`, or multipart with `summary` and a `file` (.txt, .md, .docx, .pdf). "
+        "Answers 200 with the result when the job finishes within `wait` seconds (default 20), else 202 with the job URL.",
+        parameters=[OpenApiParameter("wait", int, required=False)],
+        request=ExtractDecisionsInput,
+        responses={200: ExtractionOutput, 202: JobAcceptedOutput},
+    )
+    def post(self, request: Request) -> Response:
+        principal = request_principal(request)
+        upload_file = request.FILES.get("file")
+        fields = {key: request.data.get(key) for key in request.data if key != "file"}
+        if "wait" not in fields and "wait" in request.query_params:
+            fields["wait"] = request.query_params["wait"]
+        serializer = ExtractDecisionsInput(data=fields)
+        serializer.is_valid(raise_exception=True)
+        values = serializer.validated_data
+        upload = None
+        if upload_file is not None:
+            check_size(upload_file.name or "upload", upload_file.size or 0)
+            upload = briefs.Upload(filename=upload_file.name or "upload", data=upload_file.read())
+        elif "file" in request.data:
+            raise ValidationFailed("`file` must be a file upload.", error_code="INVALID_FILE")
+        job = briefs.decisions_extract_start(principal=principal, summary=values.get("summary", ""), transcript=values.get("transcript", ""), upload=upload)
+        job = _wait_for(job, values.get("wait", DEFAULT_WAIT_SECONDS))
+        if job.status == Job.Status.SUCCEEDED:
+            return Response({**(job.result or {}), "job_id": str(job.pk)})
+        if job.status == Job.Status.FAILED:
+            error = job.error or {}
+            return error_response(status.HTTP_500_INTERNAL_SERVER_ERROR, error.get("code", "JOB_FAILED"), error.get("message", "The job failed."), {"job_id": str(job.pk)})
+        url = reverse("api-job", kwargs={"job_id": str(job.pk)}, request=request)
+        return Response({"job_id": str(job.pk), "job_url": url, "status": job.status}, status=status.HTTP_202_ACCEPTED, headers={"Location": url})
+
+
+class JobDetailView(APIView):
+    @extend_schema(summary="A job I started: status, progress, result or error", responses=JobOutput)
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(job_representation(job_for(request_principal(request), job_id)))
+
+
+class DecisionInput(StrictSerializer):
+    text = serializers.CharField(max_length=1000)
+    quote = serializers.CharField(trim_whitespace=False, max_length=2000)
+    source = serializers.ChoiceField(choices=["summary", "transcript"])
+    start = serializers.IntegerField(min_value=0)
+    end = serializers.IntegerField(min_value=1)
+
+
+class MeetingBriefInput(StrictSerializer):
+    title = serializers.CharField(max_length=settings.CORTEX_MAX_TITLE_CHARS)
+    date = serializers.DateField(required=False, allow_null=True)
+    attendees = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
+    scope = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    clearance_min = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    transcript = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
+    decisions = DecisionInput(many=True, required=False)
+    idempotency_key = serializers.CharField(required=False, allow_blank=True, max_length=255)
+
+
+class MeetingBriefCreateView(APIView):
+    @extend_schema(
+        summary="Save a meeting brief: summary, kept decisions and transcript become one `meeting` memory",
+        request=MeetingBriefInput,
+        responses={201: dict},
+    )
+    def post(self, request: Request) -> Response:
+        principal = request_principal(request)
+        serializer = MeetingBriefInput(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        v = serializer.validated_data
+        draft = briefs.BriefDraft(
+            title=v["title"],
+            summary=v.get("summary", ""),
+            transcript=v.get("transcript", ""),
+            decisions=v.get("decisions", []),
+            meeting_date=v.get("date"),
+            attendees=v.get("attendees", []),
+            scope=v.get("scope") or None,
+            clearance_min=v.get("clearance_min") or None,
+            tags=v.get("tags", []),
+            idempotency_key=v.get("idempotency_key", ""),
+        )
+        return _write_response(principal, briefs.brief_save(principal=principal, draft=draft))

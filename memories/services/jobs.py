@@ -1,0 +1,108 @@
+"""Jobs: create (enqueued on commit), claim, report progress, finish.
+
+A job row is claimed with a conditional update (queued → running), so a task delivered twice
+runs its work once; a job left `running` by a worker that died is claimable again after
+STALE_AFTER (the task's hard time limit plus a margin), up to MAX_ATTEMPTS.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from cortex_site.errors import CortexError
+from memories.access import Principal
+from memories.models import Job
+
+logger = logging.getLogger(__name__)
+
+STALE_AFTER = timedelta(minutes=5)
+MAX_ATTEMPTS = 3
+
+JobHandler = Callable[[Job], dict[str, Any]]
+HANDLERS: dict[str, JobHandler] = {}
+
+
+class RetryableJobError(Exception):
+    """The work could not be done now for a passing reason; the job goes back to the queue."""
+
+
+def job_handler(kind: str) -> Callable[[JobHandler], JobHandler]:
+    def register(handler: JobHandler) -> JobHandler:
+        HANDLERS[kind] = handler
+        return handler
+
+    return register
+
+
+def job_create(*, principal: Principal, kind: str, payload: dict[str, Any]) -> Job:
+    """Store a queued job for the principal and enqueue it once the transaction commits."""
+    job = Job.objects.create(organization_id=principal.organization_id, created_by=principal.user, kind=kind, payload=payload, progress=0)
+    transaction.on_commit(lambda: _enqueue(job.pk))
+    return job
+
+
+def _enqueue(job_id: Any) -> None:
+    from memories.tasks import run_job
+
+    run_job.delay(str(job_id))
+
+
+def job_claim(job_id: Any) -> Job | None:
+    """queued (or abandoned running) → running; None when another run has it or it is finished."""
+    now = timezone.now()
+    claimable = Q(status=Job.Status.QUEUED) | Q(status=Job.Status.RUNNING, started_at__lt=now - STALE_AFTER)
+    claimed = Job.objects.filter(claimable, pk=job_id, attempts__lt=MAX_ATTEMPTS).update(
+        status=Job.Status.RUNNING, started_at=now, attempts=F("attempts") + 1
+    )
+    if claimed != 1:
+        Job.objects.filter(pk=job_id, status=Job.Status.RUNNING, started_at__lt=now - STALE_AFTER, attempts__gte=MAX_ATTEMPTS).update(
+            status=Job.Status.FAILED, error={"code": "JOB_ABANDONED", "message": "The job was interrupted too many times."}, finished_at=now
+        )
+        return None
+    return Job.objects.get(pk=job_id)
+
+
+def job_progress(job: Job, progress: int) -> None:
+    Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(progress=max(0, min(100, progress)))
+
+
+def job_run(job_id: Any) -> str:
+    """Run a job's handler once; returns the job's final status (or "skipped")."""
+    job = job_claim(job_id)
+    if job is None:
+        return "skipped"
+    handler = HANDLERS.get(job.kind)
+    if handler is None:
+        _finish(job, error={"code": "UNKNOWN_JOB_KIND", "message": f"No handler for {job.kind!r}."})
+        return Job.Status.FAILED
+    try:
+        result = handler(job)
+    except RetryableJobError:
+        Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(status=Job.Status.QUEUED)
+        raise
+    except CortexError as exc:
+        _finish(job, error={"code": exc.error_code, "message": exc.message})
+        return Job.Status.FAILED
+    except Exception:  # the person polling must learn it failed; the traceback goes to the log
+        logger.exception("job %s (%s) failed", job.pk, job.kind)
+        _finish(job, error={"code": "INTERNAL_ERROR", "message": "The job failed on our side; the logs have the details."})
+        return Job.Status.FAILED
+    _finish(job, result=result)
+    return Job.Status.SUCCEEDED
+
+
+def _finish(job: Job, *, result: dict[str, Any] | None = None, error: dict[str, Any] | None = None) -> None:
+    Job.objects.filter(pk=job.pk, status=Job.Status.RUNNING).update(
+        status=Job.Status.FAILED if error else Job.Status.SUCCEEDED,
+        result=result,
+        error=error,
+        progress=100,
+        finished_at=timezone.now(),
+    )
