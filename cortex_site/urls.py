@@ -3,19 +3,20 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cortex_site.health import healthz
-from memories.views import auth, home, styleguide
+from memories.views import auth, styleguide
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", auth.LogoutView.as_view(), name="logout"),
     path("org/switch", auth.switch_organization_view, name="switch-organization"),
-    path("", home.home, name="home"),
     path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("memories.api.urls")),
     path("admin/", admin.site.urls),
+    # The browser UI last: routes other apps declare above take precedence over its placeholders.
+    path("", include("memories.views.urls")),
 ]
 
 handler400 = "memories.views.errors.bad_request"

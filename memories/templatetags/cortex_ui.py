@@ -7,6 +7,7 @@ behaviour lives in static/js/cortex.js (the CSP allows only same-origin script f
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from datetime import date, datetime
@@ -317,3 +318,112 @@ def sparkline(values: Iterable[Any], label: str = "", large: bool = False) -> Sa
 def percent(value: Any) -> str:
     """0.823 → "82%" (for labels next to bars)."""
     return f"{round(_unit(value) * 100)}%"
+
+
+# --- memory content: Markdown and highlighted snippets -----------------------------------------------
+
+_MARKDOWN_TAGS = {
+    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "dl", "dt", "em", "h1", "h2", "h3", "h4",
+    "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "s", "strong", "sub", "summary", "sup", "table", "tbody",
+    "td", "tfoot", "th", "thead", "tr", "ul",
+}
+_MARKDOWN_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}, "abbr": {"title"}}
+
+
+@functools.cache
+def _markdown_parser() -> Any:
+    from markdown_it import MarkdownIt
+
+    # Raw HTML in the source is shown as text, never interpreted; nh3 below is the second wall.
+    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(["table", "strikethrough"])
+
+
+def render_markdown(text: str) -> SafeString:
+    """Memory content as sanitised HTML: Markdown → HTML (raw HTML escaped) → nh3 allow-list.
+
+    Links keep only http(s)/mailto targets and get rel="noopener noreferrer nofollow"; images
+    are dropped (they would load third-party content and the CSP refuses them anyway).
+    """
+    import nh3
+
+    html = _markdown_parser().render(str(text or ""))
+    cleaned = nh3.clean(
+        html,
+        tags=_MARKDOWN_TAGS,
+        clean_content_tags={"script", "style"},
+        attributes=_MARKDOWN_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+    )
+    return mark_safe(cleaned)  # noqa: S308 -- sanitised by nh3 with the allow-list above
+
+
+@register.filter(name="markdown")
+def markdown_filter(text: Any) -> SafeString:
+    """`{{ memory.content|markdown }}` → safe HTML (see `render_markdown`)."""
+    return render_markdown(str(text or ""))
+
+
+def highlight_terms(text: str, terms: Iterable[str]) -> SafeString:
+    """Escape `text` and wrap each word starting with a term (case-insensitive) in <mark>.
+
+    Matching at word starts only: "rate" marks "rate" and "rates", never "generate".
+    """
+    words = sorted({t for t in terms if t and len(t) > 1}, key=len, reverse=True)
+    if not words:
+        return format_html("{}", text)
+    pattern = re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")\w*", re.IGNORECASE)
+    parts: list[str] = []
+    position = 0
+    for match in pattern.finditer(text):
+        parts.append(str(format_html("{}", text[position : match.start()])))
+        parts.append(str(format_html("<mark>{}</mark>", match.group(0))))
+        position = match.end()
+    parts.append(str(format_html("{}", text[position:])))
+    return mark_safe("".join(parts))  # noqa: S308 -- every piece escaped by format_html above
+
+
+_MD_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MD_MARKS = re.compile(r"(\*\*|__|`+|~~)")
+_MD_LINE_START = re.compile(r"(^|\n)\s{0,3}(?:#{1,6}\s+|>\s?|[-*+]\s+(?=\S))")
+
+
+def plain_text(markdown: str) -> str:
+    """Markdown reduced to readable plain text for one-line snippets (links keep their text)."""
+    text = _MD_LINK.sub(r"\1", markdown)
+    text = _MD_LINE_START.sub(r"\1", text)
+    text = _MD_MARKS.sub("", text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@register.filter
+def highlight(text: Any, query: Any) -> SafeString:
+    """`{{ hit.snippet|highlight:q }}` → the snippet, escaped, with the query's terms marked."""
+    from memories.retrieval.terms import query_terms
+
+    return highlight_terms(str(text or ""), query_terms(str(query or "")))
+
+
+@register.filter
+def times(value: Any, factor: Any) -> float:
+    """`{{ hit.relevance|times:0.7 }}` — for showing the parts of a weighted score."""
+    try:
+        return float(value) * float(factor)
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@register.filter
+def percent_of(value: Any, peak: Any) -> float:
+    """`{{ count|percent_of:largest }}` → 0–100, for bar widths."""
+    try:
+        return round(min(max(float(value) / float(peak), 0.0), 1.0) * 100, 1) if float(peak) else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+@register.filter
+def source_key(source: Any) -> str:
+    """The CSS key of a source's colour (`source-<key>`): github, slack, … or "other"."""
+    glyph = _normalise_source(source)[0]
+    return "other" if glyph == "file" else glyph

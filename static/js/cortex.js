@@ -16,6 +16,11 @@
  *   [data-dialog-open="#id"] / [data-dialog-close]   open / close a <dialog>
  *   [data-toast="…"]         show a toast (data-toast-level: success | error | info)
  *   Cortex.toast(message, level)   also fired by an htmx `HX-Trigger: {"toast": {...}}` header
+ *   [data-page-search]       a page's own search box; `/` focuses it before the global one
+ *   [data-md-mode="write|preview"]  Markdown editor toggle inside .markdown-field (preview via htmx)
+ *   form[data-upload]        one request per file with its own progress bar and outcome (JSON);
+ *                            data-max-bytes / data-accept refuse wrong files before sending
+ *   input[data-new-secret]   selected on load, so a just-created token is ready to copy
  */
 (function () {
   "use strict";
@@ -295,7 +300,7 @@
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented) return;
     if (event.key === "/" && !event.ctrlKey && !event.metaKey && !event.altKey && !isTyping(event.target)) {
-      var search = document.querySelector("[data-global-search]");
+      var search = document.querySelector("[data-page-search]") || document.querySelector("[data-global-search]");
       if (search) {
         event.preventDefault();
         search.focus();
@@ -352,6 +357,179 @@
   ready(function () {
     renderTimes(document);
     window.setInterval(function () { renderTimes(document); }, 60 * 1000);
+  });
+
+  // --- Markdown editor: Write / Preview ---------------------------------------------------------------
+  document.addEventListener("click", function (event) {
+    var button = event.target instanceof Element ? event.target.closest("[data-md-mode]") : null;
+    if (!button) return;
+    var field = button.closest(".markdown-field");
+    if (!field) return;
+    var preview = button.getAttribute("data-md-mode") === "preview";
+    var source = field.querySelector("textarea");
+    var pane = field.querySelector(".markdown-preview");
+    field.querySelectorAll("[data-md-mode]").forEach(function (b) { b.setAttribute("aria-pressed", String(b === button)); });
+    if (source) source.hidden = preview;
+    if (pane) {
+      pane.hidden = !preview;
+      if (preview && !pane.textContent.trim()) pane.textContent = "Rendering…";
+    }
+    if (!preview && source) source.focus();
+  });
+
+  // --- uploads: one request per file, each with progress and its own outcome -------------------------------
+  function humanSize(bytes) {
+    if (bytes < 1024) return bytes + " bytes";
+    if (bytes < 1024 * 1024) return (bytes / 1024).toFixed(0) + " KB";
+    return (bytes / 1024 / 1024).toFixed(1) + " MB";
+  }
+
+  function uploadRow(list, file) {
+    var row = document.createElement("li");
+    row.className = "upload-item is-pending";
+    var name = document.createElement("span");
+    name.className = "upload-name";
+    var label = document.createElement("span");
+    label.className = "truncate";
+    label.textContent = file.name;
+    name.appendChild(label);
+    var status = document.createElement("span");
+    status.className = "upload-status";
+    status.textContent = "Waiting…";
+    var progress = document.createElement("div");
+    progress.className = "progress";
+    progress.setAttribute("role", "progressbar");
+    progress.setAttribute("aria-label", "Uploading " + file.name);
+    progress.setAttribute("aria-valuemin", "0");
+    progress.setAttribute("aria-valuemax", "100");
+    progress.setAttribute("aria-valuenow", "0");
+    var bar = document.createElement("div");
+    bar.className = "progress-bar";
+    progress.appendChild(bar);
+    row.appendChild(name);
+    row.appendChild(status);
+    row.appendChild(progress);
+    list.appendChild(row);
+    return row;
+  }
+
+  function setProgress(row, percent, text) {
+    var progress = row.querySelector(".progress");
+    progress.setAttribute("aria-valuenow", String(Math.round(percent)));
+    row.querySelector(".progress-bar").style.setProperty("--value", percent + "%");
+    if (text) row.querySelector(".upload-status").textContent = text;
+  }
+
+  function finishRow(row, ok, message, url) {
+    row.classList.remove("is-pending");
+    row.classList.add(ok ? "is-done" : "is-failed");
+    row.setAttribute("data-upload-outcome", ok ? "ok" : "failed");
+    var status = row.querySelector(".upload-status");
+    status.textContent = "";
+    if (ok && url) {
+      var link = document.createElement("a");
+      link.href = url;
+      link.textContent = message;
+      status.appendChild(link);
+    } else {
+      status.textContent = message;
+    }
+  }
+
+  function precheck(form, file) {
+    var accept = (form.getAttribute("data-accept") || "").split(",").filter(Boolean);
+    var max = parseInt(form.getAttribute("data-max-bytes") || "0", 10);
+    var dot = file.name.lastIndexOf(".");
+    var extension = dot >= 0 ? file.name.slice(dot).toLowerCase() : "";
+    if (accept.length && accept.indexOf(extension) < 0) return file.name + ": only " + accept.join(", ") + " files can be uploaded.";
+    if (max && file.size > max) return file.name + " is " + humanSize(file.size) + "; the limit is " + humanSize(max) + ".";
+    if (file.size === 0) return file.name + " is empty.";
+    return "";
+  }
+
+  function sendFile(form, file, row, done) {
+    var data = new FormData(form);
+    data.delete("files");
+    data.append("files", file, file.name);
+    var xhr = new XMLHttpRequest();
+    xhr.open("POST", form.action);
+    xhr.setRequestHeader("Accept", "application/json");
+    xhr.upload.addEventListener("progress", function (e) {
+      if (e.lengthComputable) setProgress(row, (e.loaded / e.total) * 90, "Uploading… " + Math.round((e.loaded / e.total) * 100) + "%");
+    });
+    xhr.upload.addEventListener("load", function () { setProgress(row, 95, "Reading and indexing…"); });
+    xhr.addEventListener("load", function () {
+      var body = null;
+      try { body = JSON.parse(xhr.responseText); } catch (e) { body = null; }
+      var result = body && body.results && body.results[0];
+      if (result) finishRow(row, result.ok, result.message, result.url);
+      else finishRow(row, false, (body && body.message) || "Upload failed (" + xhr.status + "). Try again.");
+      done(Boolean(result && result.ok));
+    });
+    xhr.addEventListener("error", function () {
+      finishRow(row, false, file.name + ": the network failed. Check your connection and retry.");
+      done(false);
+    });
+    xhr.send(data);
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!(form instanceof HTMLFormElement) || !form.hasAttribute("data-upload") || !window.FormData) return;
+    var input = form.querySelector("input[type=file]");
+    var files = input && input.files ? Array.prototype.slice.call(input.files) : [];
+    event.preventDefault();
+    if (!files.length) { toast("Choose at least one file to upload.", "error"); return; }
+    var list = form.querySelector("[data-upload-list]");
+    var submit = form.querySelector("[data-upload-submit]");
+    list.textContent = "";
+    if (submit) submit.disabled = true;
+    var queue = files.map(function (file) { return { file: file, row: uploadRow(list, file) }; });
+    var saved = 0;
+    var failed = 0;
+    function next() {
+      var item = queue.shift();
+      if (!item) {
+        if (submit) submit.disabled = false;
+        input.value = "";
+        var summary = saved + " saved" + (failed ? ", " + failed + " failed" : "");
+        announce("Upload finished: " + summary);
+        toast("Upload finished: " + summary, failed ? "error" : "success");
+        return;
+      }
+      var problem = precheck(form, item.file);
+      if (problem) { finishRow(item.row, false, problem); failed += 1; next(); return; }
+      setProgress(item.row, 2, "Starting…");
+      sendFile(form, item.file, item.row, function (ok) { if (ok) saved += 1; else failed += 1; next(); });
+    }
+    next();
+  });
+
+  // Drag files onto the drop zone.
+  ["dragenter", "dragover"].forEach(function (type) {
+    document.addEventListener(type, function (event) {
+      var zone = event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
+      if (!zone) return;
+      event.preventDefault();
+      zone.classList.add("is-over");
+    });
+  });
+  ["dragleave", "drop"].forEach(function (type) {
+    document.addEventListener(type, function (event) {
+      var zone = event.target instanceof Element ? event.target.closest("[data-dropzone]") : null;
+      if (!zone) return;
+      zone.classList.remove("is-over");
+      if (type === "drop" && event.dataTransfer && event.dataTransfer.files.length) {
+        event.preventDefault();
+        var input = zone.querySelector("input[type=file]");
+        if (input) input.files = event.dataTransfer.files;
+      }
+    });
+  });
+
+  ready(function () {
+    var secret = document.querySelector("[data-new-secret]");
+    if (secret) { secret.focus(); secret.select(); }
   });
 
   window.Cortex = { toast: toast, confirm: function (message) {

@@ -1,0 +1,77 @@
+"""Reading the organization's people, scopes, grants and tokens on behalf of a principal.
+
+Everything is limited to the principal's organization; a foreign or missing id raises NotFound.
+Members see their own tokens; admins see the organization's members, every scope and grant
+(metadata, not content: reading memories still needs a grant and the clearance).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.db.models import QuerySet
+
+from cortex_site.errors import NotFound, PermissionDenied
+from memories.access import Principal
+from memories.models import ApiToken, Membership, Scope, ScopeGrant
+
+
+def _require_admin(principal: Principal) -> None:
+    if not principal.is_admin:
+        raise PermissionDenied("Only organization admins can do this.", error_code="ADMIN_REQUIRED")
+
+
+def my_tokens(principal: Principal) -> QuerySet[ApiToken]:
+    """The principal's own tokens (revoked ones too, for the record), newest first."""
+    return ApiToken.objects.filter(membership=principal.membership).prefetch_related("scopes").order_by("-created_at")
+
+
+def my_token(principal: Principal, token_id: Any) -> ApiToken:
+    try:
+        parsed = token_id if isinstance(token_id, uuid.UUID) else uuid.UUID(str(token_id))
+    except (ValueError, TypeError):
+        raise NotFound("Token not found.") from None
+    token = ApiToken.objects.select_related("membership__organization", "membership__user").filter(membership=principal.membership, pk=parsed).first()
+    if token is None:
+        raise NotFound("Token not found.")
+    return token
+
+
+def organization_members(principal: Principal) -> QuerySet[Membership]:
+    _require_admin(principal)
+    return Membership.objects.filter(organization_id=principal.organization_id).select_related("user", "organization").order_by("user__email")
+
+
+def organization_member(principal: Principal, membership_id: Any) -> Membership:
+    _require_admin(principal)
+    try:
+        pk = int(membership_id)
+    except (ValueError, TypeError):
+        raise NotFound("Member not found.") from None
+    membership = Membership.objects.select_related("user", "organization").filter(organization_id=principal.organization_id, pk=pk).first()
+    if membership is None:
+        raise NotFound("Member not found.")
+    return membership
+
+
+def organization_scopes(principal: Principal) -> QuerySet[Scope]:
+    _require_admin(principal)
+    return Scope.objects.filter(organization_id=principal.organization_id).select_related("organization").order_by("slug")
+
+
+def organization_scope(principal: Principal, slug: str) -> Scope:
+    _require_admin(principal)
+    scope = Scope.objects.select_related("organization").filter(organization_id=principal.organization_id, slug=slug).first()
+    if scope is None:
+        raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
+    return scope
+
+
+def organization_grants(principal: Principal) -> QuerySet[ScopeGrant]:
+    _require_admin(principal)
+    return (
+        ScopeGrant.objects.filter(scope__organization_id=principal.organization_id)
+        .select_related("membership__user", "scope")
+        .order_by("scope__slug", "membership__user__email")
+    )

@@ -1,0 +1,119 @@
+"""The memories page's two modes: browsing (filters, newest first, cursor pages) and recall (a query)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.http import QueryDict
+
+from cortex_site.errors import ServiceUnavailable, ValidationFailed
+from memories.access import Principal
+from memories.retrieval.terms import query_terms
+from memories.selectors.memories import STATUS_FILTERS, MemoryFilters, memory_list
+from memories.selectors.recall import MAX_LIMIT, RecallQuery, recall
+from memories.views.common import keyset_page, memory_rows
+
+PAGE_SIZE = 20
+RECALL_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class ListParams:
+    q: str = ""
+    scope: str = ""
+    category: str = ""
+    source: str = ""
+    tag: str = ""
+    author: str = ""
+    status: str = "active"
+    cursor: str = ""
+    limit: int = RECALL_LIMIT
+
+    @classmethod
+    def from_query(cls, query: QueryDict) -> ListParams:
+        def text(name: str, limit: int = 200) -> str:
+            return (query.get(name) or "").strip()[:limit]
+
+        status = text("status") or "active"
+        try:
+            limit = min(max(int(query.get("limit") or RECALL_LIMIT), 1), MAX_LIMIT)
+        except ValueError:
+            limit = RECALL_LIMIT
+        return cls(
+            q=(query.get("q") or "").strip()[:2000],
+            scope=text("scope"),
+            category=text("category"),
+            source=text("source"),
+            tag=text("tag").lstrip("#").lower(),
+            author=text("author"),
+            status=status if status in STATUS_FILTERS else "active",
+            cursor=text("cursor", 500),
+            limit=limit,
+        )
+
+    @property
+    def filtered(self) -> bool:
+        return any((self.scope, self.category, self.source, self.tag, self.author)) or self.status != "active"
+
+    @property
+    def browse_only_filters(self) -> list[str]:
+        """Filters recall does not apply (it searches active memories and has no author filter)."""
+        ignored = []
+        if self.author:
+            ignored.append("author")
+        if self.status != "active":
+            ignored.append("status")
+        return ignored
+
+
+def list_results(principal: Principal, params: ListParams, query: QueryDict) -> dict[str, Any]:
+    filters = MemoryFilters(
+        scope=params.scope or None,
+        category=params.category or None,
+        source=params.source or None,
+        tag=params.tag or None,
+        author=params.author or None,
+        status=params.status,
+    )
+    page, next_cursor = keyset_page(memory_list(principal, filters), params.cursor, PAGE_SIZE)
+    next_url = None
+    if next_cursor:
+        following = query.copy()
+        following["cursor"] = next_cursor
+        next_url = "/memories/?" + following.urlencode()
+    return {"mode": "list", "rows": memory_rows(principal, page), "next_url": next_url}
+
+
+def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
+    recall_query = RecallQuery(
+        query=params.q,
+        limit=params.limit,
+        scopes=[params.scope] if params.scope else None,
+        category=params.category or None,
+        tags=[params.tag] if params.tag else (),
+        source=params.source or None,
+    )
+    try:
+        result = recall(principal, recall_query)
+    except ServiceUnavailable:
+        return {"mode": "recall", "rows": [], "error": "Search is unavailable right now: the embedding service did not answer. Try again in a moment."}
+    except ValidationFailed as exc:
+        return {"mode": "recall", "rows": [], "error": exc.message}
+    hits = result.hits
+    rows = memory_rows(principal, [hit.memory for hit in hits], hits=hits, terms=query_terms(params.q))
+    more_url = None
+    if len(hits) == params.limit and params.limit < MAX_LIMIT:
+        more_url = f"?{_with(params, limit=MAX_LIMIT)}"
+    return {"mode": "recall", "rows": rows, "took_ms": result.took_ms, "more_url": more_url}
+
+
+def _with(params: ListParams, **changes: Any) -> str:
+    query = QueryDict(mutable=True)
+    for name in ("q", "scope", "category", "source", "tag"):
+        value = getattr(params, name)
+        if value:
+            query[name] = value
+    for name, value in changes.items():
+        query[name] = str(value)
+    return query.urlencode()

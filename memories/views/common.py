@@ -1,0 +1,138 @@
+"""What every UI view shares: the Principal, 404s for anything it may not see, memory rows, cursors."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db.models import Q, QuerySet
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.dateparse import parse_datetime
+
+from cortex_site.errors import NotFound, PermissionDenied
+from memories.access import Principal, clearance_names
+from memories.models import Memory
+from memories.selectors.memories import memory_for_history
+from memories.selectors.recall import RecallHit
+from memories.templatetags.cortex_ui import highlight_terms, plain_text
+
+PrincipalView = Callable[..., HttpResponse]
+
+
+def principal_view(view: PrincipalView) -> Callable[..., HttpResponse]:
+    """Sign-in required; the view receives the session's Principal after the request.
+
+    A signed-in user without an organization gets the "not in an organization yet" page. A
+    NotFound or PermissionDenied a view lets through becomes the shell's 404 or 403 page.
+    """
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        from memories.sessions import session_principal
+
+        principal = session_principal(request)
+        if principal is None:
+            return render(request, "memories/no_organization.html", status=403)
+        try:
+            return view(request, principal, *args, **kwargs)
+        except NotFound:
+            raise Http404("Not found") from None
+        except PermissionDenied as exc:
+            raise DjangoPermissionDenied(exc.message) from None
+
+    return wrapper
+
+
+def memory_or_404(principal: Principal, memory_id: Any) -> Memory:
+    """A memory the principal may see (any status); missing, foreign and forbidden are one 404."""
+    try:
+        return memory_for_history(principal, memory_id)
+    except NotFound:
+        raise Http404("No such memory") from None
+
+
+def may_redact(principal: Principal, memory: Memory) -> bool:
+    """Mirrors memory_redact's rule, to decide whether to offer the action (the service still decides)."""
+    if principal.read_only or memory.status == Memory.Status.REDACTED:
+        return False
+    is_author = memory.author_id is not None and memory.author_id == principal.user.pk
+    return is_author or principal.can_write_memory(memory) or principal.is_admin
+
+
+def may_supersede(principal: Principal, memory: Memory) -> bool:
+    return not principal.read_only and memory.status == Memory.Status.ACTIVE and principal.can_write_memory(memory)
+
+
+def memory_rows(
+    principal: Principal, memories: Iterable[Memory], *, hits: Sequence[RecallHit] = (), terms: Sequence[str] = ()
+) -> list[dict[str, Any]]:
+    """Rows for components/memory_row.html: one clearance-ladder query, no query per row."""
+    names = clearance_names(principal.organization_id)
+    by_hit = {hit.memory.pk: hit for hit in hits}
+    rows = []
+    for memory in memories:
+        hit = by_hit.get(memory.pk)
+        row: dict[str, Any] = {
+            "id": memory.pk,
+            "title": memory.title,
+            "url": f"/memories/{memory.pk}/",
+            "scope": memory.scope.slug,
+            "category": memory.category,
+            "source": memory.source,
+            "clearance": names.get(memory.clearance_rank, str(memory.clearance_rank)),
+            "author": memory.author_display,
+            "valid_from": memory.valid_from,
+            "tags": list(memory.tags),
+            "status": memory.status,
+        }
+        if hit is not None:
+            row.update(
+                snippet_html=highlight_terms(plain_text(hit.snippet), terms),
+                score=hit.score,
+                relevance=hit.relevance,
+                recency=hit.recency,
+                chunk_index=hit.chunk_index,
+                explain=True,
+            )
+        rows.append(row)
+    return rows
+
+
+# -- cursor pagination (newest first: created_at desc, id desc) ----------------------------------------
+
+
+def encode_cursor(memory: Memory) -> str:
+    raw = f"{memory.created_at.isoformat()}|{memory.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(value: str) -> tuple[datetime, uuid.UUID] | None:
+    """The position a cursor names, or None for anything that is not one of ours."""
+    try:
+        raw = base64.urlsafe_b64decode(value + "=" * (-len(value) % 4)).decode()
+        moment_text, id_text = raw.split("|", 1)
+        moment = parse_datetime(moment_text)
+        return (moment, uuid.UUID(id_text)) if moment is not None else None
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+
+
+def keyset_page(memories: QuerySet[Memory], cursor: str, size: int) -> tuple[list[Memory], str | None]:
+    """One page after `cursor` of a queryset ordered newest first, and the cursor of the next page."""
+    position = decode_cursor(cursor) if cursor else None
+    if position is not None:
+        moment, last_id = position
+        memories = memories.filter(Q(created_at__lt=moment) | Q(created_at=moment, id__lt=last_id))
+    page = list(memories[: size + 1])
+    if len(page) <= size:
+        return page, None
+    return page[:size], encode_cursor(page[size - 1])

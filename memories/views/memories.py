@@ -1,0 +1,208 @@
+"""Memories in the browser: browse and search, detail, add (note, upload), supersede, redact.
+
+Thin views over the same selectors and services as the REST API and MCP: the session's
+Principal decides what is listed, opened and offered; services decide what is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.template import TemplateDoesNotExist
+from django.template.loader import get_template
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from audit.services import record
+from cortex_site.errors import CortexError, ServiceUnavailable
+from memories.access import Principal, clearance_names
+from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
+from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.dashboard import memory_facets
+from memories.selectors.memories import supersession_chain
+from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.templatetags.cortex_ui import render_markdown
+from memories.views import browse, uploads
+from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
+
+RETRY_MESSAGE = "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
+
+
+def brief_tab_template() -> str | None:
+    """The Meeting Brief tab, once its template exists (another feature provides it)."""
+    try:
+        get_template("briefs/_tab.html")
+    except TemplateDoesNotExist:
+        return None
+    return "briefs/_tab.html"
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+@principal_view
+@require_GET
+def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
+    params = browse.ListParams.from_query(request.GET)
+    results = browse.recall_results(principal, params) if params.q else browse.list_results(principal, params, request.GET)
+    context = {"params": params, "facets": memory_facets(principal), "scopes": principal.readable_scopes(), **results}
+    if request.htmx and params.cursor:
+        return render(request, "memories/_rows.html", context)
+    if request.htmx and request.htmx.target == "memory-results":
+        return render(request, "memories/_results.html", context)
+    return render(request, "memories/list.html", context)
+
+
+@principal_view
+@require_GET
+def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    memory = memory_or_404(principal, memory_id)
+    record("memory.read", organization=principal.organization_id, actor=principal.actor, target_type="memory", target_id=memory.pk, details={"via": "ui"})
+    conflicts = [
+        {"conflict": c, "other": c.existing_memory if c.new_memory_id == memory.pk else c.new_memory} for c in memory_conflicts(principal, memory)
+    ]
+    context = {
+        "memory": memory,
+        "clearance": clearance_names(principal.organization_id).get(memory.clearance_rank, str(memory.clearance_rank)),
+        "chain": supersession_chain(principal, memory),
+        "conflicts": conflicts,
+        "can_supersede": may_supersede(principal, memory),
+        "can_redact": may_redact(principal, memory),
+        "redact_form": RedactForm(auto_id="redact_%s"),
+        "permalink": request.build_absolute_uri(f"/memories/{memory.pk}/"),
+    }
+    return render(request, "memories/detail.html", context)
+
+
+def _add_context(principal: Principal, tab: str, **extra: Any) -> dict[str, Any]:
+    brief = brief_tab_template()
+    if tab not in {"note", "upload"} and not (tab == "brief" and brief):
+        tab = "note"
+    return {
+        "tab": tab,
+        "brief_tab": brief,
+        "writable": principal.writable_scopes(),
+        "categories": COMMON_CATEGORIES,
+        "upload_accept": ",".join(uploads.ACCEPTED),
+        "upload_max_bytes": uploads.max_bytes(),
+        **extra,
+    }
+
+
+@principal_view
+@require_http_methods(["GET", "POST"])
+def memory_new(request: HttpRequest, principal: Principal) -> HttpResponse:
+    status = 200
+    form = NoteForm(request.POST or None, principal=principal)
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            draft = MemoryDraft(**form.draft_fields(), source="Manual", idempotency_key=form.cleaned_data.get("idempotency_key", ""))
+            try:
+                result = memory_create(principal=principal, draft=draft)
+            except ServiceUnavailable:
+                form.add_error(None, RETRY_MESSAGE)
+                status = 503
+            except CortexError as exc:
+                attach_error(form, exc)
+            else:
+                if result.deduplicated:
+                    messages.info(request, "This was already in Cortex — here is the existing memory.")
+                else:
+                    messages.success(request, f"Saved to {result.memory.scope.slug}.")
+                return redirect(f"/memories/{result.memory.pk}/")
+    tab = "note" if request.method == "POST" else request.GET.get("tab", "note")
+    context = _add_context(principal, tab, form=form, upload_form=UploadOptionsForm(principal=principal))
+    return render(request, "memories/new.html", context, status=status)
+
+
+@principal_view
+@require_POST
+def memory_upload(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """One or many files → one memory each. cortex.js sends one file per request and asks for JSON
+    (per-file progress); without JavaScript the form posts every file at once and gets the page back."""
+    options = UploadOptionsForm(request.POST, principal=principal)
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    files = request.FILES.getlist("files")
+    if options.is_valid() and not files:
+        options.add_error(None, "Choose at least one file.")
+    if not options.is_valid():
+        if wants_json:
+            message = " ".join(str(e) for errors in options.errors.values() for e in errors)
+            return JsonResponse({"results": [], "message": message}, status=400)
+        context = _add_context(principal, "upload", form=NoteForm(principal=principal), upload_form=options)
+        return render(request, "memories/new.html", context, status=400)
+    results = [uploads.store_upload(principal, upload, options.cleaned_data) for upload in files]
+    if wants_json:
+        status = results[0]["status"] if len(results) == 1 else (201 if all(r["ok"] for r in results) else 207)
+        return JsonResponse({"results": results}, status=status)
+    context = _add_context(principal, "upload", form=NoteForm(principal=principal), upload_form=options, upload_results=results)
+    return render(request, "memories/new.html", context, status=201 if all(r["ok"] for r in results) else 400)
+
+
+@principal_view
+@require_POST
+def markdown_preview(request: HttpRequest, principal: Principal) -> HttpResponse:
+    content = request.POST.get("content", "")
+    if not content.strip():
+        return HttpResponse('<p class="subtle">Nothing to preview yet.</p>')
+    return HttpResponse(render_markdown(content[:200_000]))
+
+
+@principal_view
+@require_http_methods(["GET", "POST"])
+def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Supersede: save an edited copy as the new active version; the old one stays in the chain."""
+    memory = memory_or_404(principal, memory_id)
+    if not may_supersede(principal, memory):
+        if memory.status != "active" and principal.can_write_memory(memory):
+            messages.error(request, f"This memory is {memory.status}; only the active version can be edited.")
+            return redirect(f"/memories/{memory.pk}/")
+        raise DjangoPermissionDenied("You cannot change this memory.")
+    clearance = clearance_names(principal.organization_id).get(memory.clearance_rank, "")
+    form = SupersedeForm(request.POST or None, principal=principal, initial=SupersedeForm.initial_for(memory, clearance))
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                result = memory_supersede(principal=principal, memory_id=memory.pk, changes=form.draft_fields())
+            except ServiceUnavailable:
+                form.add_error(None, RETRY_MESSAGE)
+                status = 503
+            except CortexError as exc:
+                attach_error(form, exc)
+            else:
+                messages.success(request, "Saved as a new version. The previous one is kept in the history.")
+                return redirect(f"/memories/{result.memory.pk}/")
+    return render(request, "memories/edit.html", {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}, status=status)
+
+
+@principal_view
+@require_http_methods(["GET", "POST"])
+def memory_redact_view(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Redact with a reason. The detail page asks in a dialog; this page is the no-JavaScript way."""
+    memory = memory_or_404(principal, memory_id)
+    if not may_redact(principal, memory):
+        if memory.status == "redacted":
+            messages.info(request, "This memory is already redacted.")
+            return redirect(f"/memories/{memory.pk}/")
+        raise DjangoPermissionDenied("You cannot redact this memory.")
+    form = RedactForm(request.POST or None)
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                memory_redact(principal=principal, memory_id=memory.pk, reason=form.cleaned_data["reason"])
+            except CortexError as exc:
+                attach_error(form, exc)
+            else:
+                messages.success(request, "Redacted. The content is gone from search; who, when and why are kept.")
+                return redirect(f"/memories/{memory.pk}/")
+    return render(request, "memories/redact.html", {"memory": memory, "form": form}, status=status)

@@ -1,0 +1,276 @@
+"""Settings: my API tokens, connecting an agent over MCP, and (admins) members, scopes and grants.
+
+Every change goes through memories.services.tenancy with `by=principal`; those services check
+admin rights themselves, the views only decide what to offer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from cortex_site.errors import CortexError
+from memories.access import Principal, clearance_names
+from memories.forms import (
+    AgentTokenForm,
+    GrantForm,
+    MemberAddForm,
+    MemberUpdateForm,
+    ScopeForm,
+    ScopeUpdateForm,
+    TokenForm,
+    attach_error,
+)
+from memories.selectors import tenancy as reads
+from memories.services import tenancy
+from memories.views.agent_config import mcp_snippets, mcp_url
+from memories.views.common import principal_view
+
+TABS = {"tokens": "API tokens", "agent": "Connect an agent", "members": "Members", "scopes": "Scopes & grants"}
+ADMIN_TABS = {"members", "scopes"}
+
+
+def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]:
+    if tab not in TABS or (tab in ADMIN_TABS and not principal.is_admin):
+        tab = "tokens"
+    context: dict[str, Any] = {
+        "tab": tab,
+        "tabs": [(key, label) for key, label in TABS.items() if key not in ADMIN_TABS or principal.is_admin],
+        "tokens": reads.my_tokens(principal),
+        "token_form": TokenForm(principal=principal),
+        "agent_form": AgentTokenForm(),
+        "mcp_url": mcp_url(),
+        "snippets": mcp_snippets(),
+    }
+    if principal.is_admin:
+        names = clearance_names(principal.organization_id)
+        members = list(reads.organization_members(principal))
+        scopes = list(reads.organization_scopes(principal))
+        context.update(
+            members=[
+                {
+                    "membership": m,
+                    "clearance": names.get(m.clearance_rank, str(m.clearance_rank)),
+                    "editable": m.clearance_rank <= principal.clearance_rank,
+                    "form": MemberUpdateForm(principal=principal, prefix=f"m{m.pk}", initial={"clearance": names.get(m.clearance_rank), "role": m.role}),
+                }
+                for m in members
+            ],
+            scopes=[{"scope": s, "form": ScopeUpdateForm(prefix=f"s{s.pk}", initial={"visibility": s.visibility, "members_can_write": s.members_can_write})} for s in scopes],
+            grants=list(reads.organization_grants(principal)),
+            member_form=MemberAddForm(principal=principal),
+            scope_form=ScopeForm(),
+            grant_form=GrantForm(members=members, scopes=scopes),
+        )
+    context.update(overrides)
+    return context
+
+
+def _page(request: HttpRequest, principal: Principal, tab: str, status: int = 200, **overrides: Any) -> HttpResponse:
+    response = render(request, "settings/index.html", _context(principal, tab, **overrides), status=status)
+    if "new_secret" in overrides:
+        response["Cache-Control"] = "no-store"  # the secret is shown once; never keep the page
+    return response
+
+
+def _back(tab: str) -> HttpResponse:
+    return redirect(f"/settings/?tab={tab}")
+
+
+@principal_view
+@require_GET
+def settings_index(request: HttpRequest, principal: Principal) -> HttpResponse:
+    return _page(request, principal, request.GET.get("tab", "tokens"))
+
+
+# -- tokens ------------------------------------------------------------------------------------------
+
+
+@principal_view
+@require_POST
+def token_create(request: HttpRequest, principal: Principal) -> HttpResponse:
+    form = TokenForm(request.POST, principal=principal)
+    if form.is_valid():
+        try:
+            token, secret = tenancy.token_create(
+                membership=principal.membership,
+                name=form.cleaned_data["name"],
+                scope_slugs=form.cleaned_data["scopes"],
+                read_only=form.cleaned_data["read_only"],
+                expires_at=form.expires_at(),
+                by=principal,
+            )
+        except CortexError as exc:
+            attach_error(form, exc)
+        else:
+            return _page(request, principal, "tokens", status=201, new_token=token, new_secret=secret)
+    return _page(request, principal, "tokens", status=400, token_form=form)
+
+
+@principal_view
+@require_POST
+def token_revoke(request: HttpRequest, principal: Principal, token_id: str) -> HttpResponse:
+    token = reads.my_token(principal, token_id)
+    try:
+        tenancy.token_revoke(token=token, by=principal)
+    except CortexError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Token “{token.name}” revoked. Anything using it is cut off on its next request.")
+    return _back("tokens")
+
+
+@principal_view
+@require_POST
+def agent_token_create(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """One click: a token named for the agent, and the client configuration with it filled in."""
+    form = AgentTokenForm(request.POST)
+    if form.is_valid():
+        try:
+            token, secret = tenancy.token_create(
+                membership=principal.membership, name=f"Agent: {form.cleaned_data['agent']}", read_only=form.cleaned_data["read_only"], by=principal
+            )
+        except CortexError as exc:
+            attach_error(form, exc)
+        else:
+            return _page(request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret))
+    return _page(request, principal, "agent", status=400, agent_form=form)
+
+
+# -- members (admins) -----------------------------------------------------------------------------------
+
+
+@principal_view
+@require_POST
+def member_add(request: HttpRequest, principal: Principal) -> HttpResponse:
+    reads.organization_members(principal)  # admins only (403 otherwise)
+    form = MemberAddForm(request.POST, principal=principal)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            tenancy.member_add(
+                organization=principal.organization,
+                email=data["email"],
+                name=data["name"],
+                clearance=data["clearance"],
+                role=data["role"],
+                password=data["password"] or None,
+                by=principal,
+            )
+        except CortexError as exc:
+            attach_error(form, exc)
+        else:
+            messages.success(request, f"{data['email']} added as {data['clearance']}.")
+            return _back("members")
+    return _page(request, principal, "members", status=400, member_form=form)
+
+
+@principal_view
+@require_POST
+def member_update(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
+    membership = reads.organization_member(principal, membership_id)
+    form = MemberUpdateForm(request.POST, principal=principal, prefix=f"m{membership.pk}")
+    if form.is_valid():
+        try:
+            tenancy.member_update(membership=membership, clearance=form.cleaned_data["clearance"], role=form.cleaned_data["role"], by=principal)
+        except CortexError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"{membership.user.email} updated.")
+    else:
+        messages.error(request, "Choose a clearance at or below your own and a role.")
+    return _back("members")
+
+
+@principal_view
+@require_POST
+def member_remove(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
+    membership = reads.organization_member(principal, membership_id)
+    try:
+        tenancy.member_remove(membership=membership, by=principal)
+    except CortexError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{membership.user.email} removed from {principal.organization.name}.")
+    return _back("members")
+
+
+# -- scopes and grants (admins) ---------------------------------------------------------------------------
+
+
+@principal_view
+@require_POST
+def scope_create(request: HttpRequest, principal: Principal) -> HttpResponse:
+    reads.organization_scopes(principal)  # admins only (403 otherwise)
+    form = ScopeForm(request.POST)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            scope = tenancy.scope_create(
+                organization=principal.organization,
+                slug=data["slug"].strip(),
+                name=data["name"],
+                visibility=data["visibility"],
+                members_can_write=data["members_can_write"],
+                by=principal,
+            )
+        except CortexError as exc:
+            attach_error(form, exc)
+        else:
+            messages.success(request, f"Scope {scope.slug} created. Grant people access below.")
+            return _back("scopes")
+    return _page(request, principal, "scopes", status=400, scope_form=form)
+
+
+@principal_view
+@require_POST
+def scope_update(request: HttpRequest, principal: Principal, slug: str) -> HttpResponse:
+    scope = reads.organization_scope(principal, slug)
+    form = ScopeUpdateForm(request.POST, prefix=f"s{scope.pk}")
+    if form.is_valid():
+        try:
+            tenancy.scope_update(scope=scope, visibility=form.cleaned_data["visibility"], members_can_write=form.cleaned_data["members_can_write"], by=principal)
+        except CortexError as exc:
+            messages.error(request, exc.message)
+        else:
+            messages.success(request, f"Scope {scope.slug} updated.")
+    else:
+        messages.error(request, "Choose a visibility.")
+    return _back("scopes")
+
+
+@principal_view
+@require_POST
+def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
+    members = list(reads.organization_members(principal))
+    scopes = list(reads.organization_scopes(principal))
+    form = GrantForm(request.POST, members=members, scopes=scopes)
+    if form.is_valid():
+        membership = next(m for m in members if str(m.pk) == form.cleaned_data["member"])
+        scope = next(s for s in scopes if s.slug == form.cleaned_data["scope"])
+        try:
+            tenancy.grant_set(membership=membership, scope=scope, can_write=form.cleaned_data["access"] == "write", by=principal)
+        except CortexError as exc:
+            attach_error(form, exc)
+        else:
+            messages.success(request, f"{membership.user.email} can now {'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.")
+            return _back("scopes")
+    return _page(request, principal, "scopes", status=400, grant_form=form)
+
+
+@principal_view
+@require_POST
+def grant_revoke(request: HttpRequest, principal: Principal) -> HttpResponse:
+    membership = reads.organization_member(principal, request.POST.get("member"))
+    scope = reads.organization_scope(principal, request.POST.get("scope", ""))
+    try:
+        tenancy.grant_revoke(membership=membership, scope=scope, by=principal)
+    except CortexError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"{membership.user.email} no longer has a grant on {scope.slug}.")
+    return _back("scopes")

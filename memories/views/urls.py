@@ -1,0 +1,30 @@
+"""Browser routes for memories, the dashboard and settings (the API lives under /api/)."""
+
+from django.urls import path
+
+from memories.views import home, memories, placeholders, settings_pages
+
+urlpatterns = [
+    path("", home.home, name="home"),
+    path("memories/", memories.memory_list, name="memory-list"),
+    path("memories/new/", memories.memory_new, name="memory-new"),
+    path("memories/upload/", memories.memory_upload, name="memory-upload"),
+    path("memories/preview/", memories.markdown_preview, name="memory-preview"),
+    path("memories/<uuid:memory_id>/", memories.memory_detail, name="memory-detail"),
+    path("memories/<uuid:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
+    path("memories/<uuid:memory_id>/redact/", memories.memory_redact_view, name="memory-redact"),
+    path("settings/", settings_pages.settings_index, name="settings"),
+    path("settings/tokens/", settings_pages.token_create, name="settings-token-create"),
+    path("settings/tokens/<str:token_id>/revoke/", settings_pages.token_revoke, name="settings-token-revoke"),
+    path("settings/agent/", settings_pages.agent_token_create, name="settings-agent-token"),
+    path("settings/members/", settings_pages.member_add, name="settings-member-add"),
+    path("settings/members/<int:membership_id>/", settings_pages.member_update, name="settings-member-update"),
+    path("settings/members/<int:membership_id>/remove/", settings_pages.member_remove, name="settings-member-remove"),
+    path("settings/scopes/", settings_pages.scope_create, name="settings-scope-create"),
+    path("settings/scopes/<str:slug>/", settings_pages.scope_update, name="settings-scope-update"),
+    path("settings/grants/", settings_pages.grant_set, name="settings-grant-set"),
+    path("settings/grants/revoke/", settings_pages.grant_revoke, name="settings-grant-revoke"),
+    # Until the connectors and audit issues bring their pages (their routes replace these).
+    path("connectors/", placeholders.connectors_soon, name="connectors"),
+    path("audit/", placeholders.audit_soon, name="audit"),
+]
