@@ -1,8 +1,40 @@
-"""The ASGI entry point: Django (UI, REST). The MCP endpoint mounts beside it here."""
+"""The ASGI entry point: Django (UI, REST) and the MCP endpoint side by side.
+
+Django's ASGI handler does not run lifespan events, and the MCP SDK's session manager must
+be running before it serves a request, so a small Starlette router sits in front: the MCP
+paths (/mcp/ and its OAuth protected-resource metadata) go to the SDK app, everything else
+to Django, and the router's lifespan runs the session manager.
+"""
+
+from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 from django.core.asgi import get_asgi_application
+from starlette.applications import Starlette
+from starlette.routing import Mount, Route
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
-application = get_asgi_application()
+
+
+def create_application() -> Starlette:
+    """A fresh application (the SDK's session manager runs once per instance; tests build their own)."""
+    django_app = get_asgi_application()  # sets Django up, so the MCP modules below can import models
+
+    from memories.mcp.endpoint import build_endpoint
+
+    mcp = build_endpoint()
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        async with mcp.session_manager.run():
+            yield
+
+    routes = [Route(path, endpoint=mcp.app) for path in mcp.paths]
+    # django-stubs types ASGIHandler.__call__ more narrowly than Starlette's ASGIApp; it is one.
+    return Starlette(routes=[*routes, Mount("/", app=django_app)], lifespan=lifespan)  # type: ignore[arg-type]
+
+
+application = create_application()

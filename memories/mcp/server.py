@@ -1,0 +1,465 @@
+"""The MCP tools — remember, recall, list_memories, get_memory — on the SDK's MCPServer.
+
+A tool is an interface like a REST view: it checks its arguments with the same input
+serializers REST uses, turns the bearer token into the Principal, makes one service or
+selector call and renders the answer twice: `structuredContent` (checked against the tool's
+output schema) and a readable text whose results end with their citations. Nothing here
+queries memories itself.
+
+Errors are tool errors (`isError`), never protocol errors or 500s: a CortexError keeps its
+`error_code` and `message`; an unknown tool, an unknown or malformed argument and a crash get
+codes of their own. Every tool call is audited once as `mcp.call` (tool, outcome, error code)
+besides what the services audit; the HTTP request's request id ties them together.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from django.conf import settings
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+from rest_framework import serializers
+
+from audit.context import current_request_id
+from audit.models import AuditEvent
+from audit.services import Actor, record
+from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, ValidationFailed
+from memories.access import Principal, clearance_names
+from memories.api.memories import MemoryCreateInput, RecallInput
+from memories.api.representation import citation, iso, memory_representation, redaction
+from memories.mcp import schemas
+from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
+from memories.mcp.threads import in_worker_thread
+from memories.models import Memory
+from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
+from memories.selectors.recall import MAX_LIMIT, RecallQuery, recall
+from memories.services import memories as services
+
+logger = logging.getLogger(__name__)
+
+SOURCE = "MCP"
+PREVIEW_CHARS = 200
+
+INSTRUCTIONS = """\
+Cortex is your team's memory: decisions, policies, incidents, merged PRs, threads and notes,
+each with a source you can cite. What you can see and write is decided by the token you
+connected with.
+
+- Before answering a question about how the team works or what it decided, call `recall`
+  and cite what you use (each result ends with its citation).
+- Store durable knowledge — a decision, a policy, the outcome of an incident — with
+  `remember`; give it a clear title and, when you know it, the scope (e.g. engineering).
+- `list_memories` shows what is new; `get_memory` reads one memory in full with its history.
+"""
+
+
+# -- running a tool --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Answer:
+    """A tool's successful result before it goes on the wire."""
+
+    data: BaseModel
+    text: str
+    target_type: str = ""
+    target_id: str = ""
+
+
+def memory_url(memory_id: Any) -> str:
+    return f"{settings.CORTEX_BASE_URL}/memories/{memory_id}/"
+
+
+def tool_error(error_code: str, message: str, details: dict[str, Any] | None = None) -> CallToolResult:
+    """An `isError` result carrying the REST error envelope as structured content."""
+    body = {
+        "error_code": error_code,
+        "message": message,
+        "request_id": current_request_id() or "",
+        # Round-trip through JSON: details may hold DRF ErrorDetails, dates, uuids.
+        "details": json.loads(json.dumps(details or {}, default=str)),
+    }
+    return CallToolResult(content=[TextContent(type="text", text=f"{error_code}: {message}")], structured_content=body, is_error=True)
+
+
+def _outcome(exc: CortexError) -> str:
+    if isinstance(exc, PermissionDenied | NotAuthenticated):
+        return AuditEvent.Outcome.DENIED
+    return AuditEvent.Outcome.ERROR
+
+
+def _audit_call(tool: str, organization: Any, actor: Actor, outcome: str, *, error_code: str = "", target_type: str = "", target_id: str = "") -> None:
+    record(
+        "mcp.call",
+        organization=organization,
+        actor=actor,
+        target_type=target_type,
+        target_id=target_id,
+        outcome=outcome,
+        details={"tool": tool[:100], "outcome": outcome, "error_code": error_code or None},
+    )
+
+
+def run_tool(tool: str, access: AccessToken | None, work: Callable[[Principal], Answer]) -> CallToolResult:
+    """One tool body, in a worker thread: Principal from the token, the work, the `mcp.call` event.
+
+    A CortexError becomes a tool error with its code and message. Anything else is a bug and
+    propagates: CortexMCPServer.call_tool logs it and answers INTERNAL_ERROR.
+    """
+    principal: Principal | None = None
+    try:
+        if access is None:  # the SDK refuses unauthenticated requests before this; be explicit anyway
+            raise NotAuthenticated("A bearer token is required.", error_code="NOT_AUTHENTICATED")
+        principal = principal_for(access)
+        answer = work(principal)
+    except CortexError as exc:
+        organization, actor = (principal.organization_id, principal.actor) if principal else actor_for(access)
+        _audit_call(tool, organization, actor, _outcome(exc), error_code=exc.error_code)
+        return tool_error(exc.error_code, exc.message, exc.details)
+    _audit_call(tool, principal.organization_id, principal.actor, AuditEvent.Outcome.OK, target_type=answer.target_type, target_id=answer.target_id)
+    return CallToolResult(
+        content=[TextContent(type="text", text=answer.text)],
+        structured_content=answer.data.model_dump(mode="json"),
+    )
+
+
+async def _call(tool: str, work: Callable[[Principal], Answer]) -> CallToolResult:
+    # All of a tool's database work runs in one worker thread, never on the event loop.
+    return await in_worker_thread(run_tool)(tool, get_access_token(), work)
+
+
+def _validated(serializer_class: type[serializers.Serializer], data: dict[str, Any]) -> dict[str, Any]:
+    """Arguments checked by REST's own input serializer, so both interfaces accept the same values."""
+    serializer = serializer_class(data=data)
+    if not serializer.is_valid():
+        field, problems = next(iter(serializer.errors.items()))
+        problem = problems[0] if isinstance(problems, list) and problems else problems
+        raise ValidationFailed(f"{field}: {problem}", error_code="VALIDATION_ERROR", details={"fields": serializer.errors})
+    return dict(serializer.validated_data)
+
+
+def _clamp(limit: int) -> int:
+    return max(1, min(MAX_LIMIT, limit))
+
+
+def _cite(memory: Memory) -> str:
+    c = citation(memory)
+    parts = [c["source"] + (f" ({c['source_url']})" if c["source_url"] else "")]
+    if c["author"]:
+        parts.append(c["author"])
+    if c["valid_from"]:
+        parts.append(c["valid_from"][:10])
+    parts.append(f"scope {c['scope']}")
+    return f"{', '.join(parts)} — Cortex memory {memory.pk}"
+
+
+# -- remember --------------------------------------------------------------------------------------
+_RESOLUTION_WORDS = {
+    services.ScopeResolution.EXPLICIT: "the scope you gave",
+    services.ScopeResolution.SOURCE_RULE: "the organization's rule for MCP memories",
+    services.ScopeResolution.DEFAULT: "the default scope",
+}
+
+
+def _remember(principal: Principal, arguments: dict[str, Any]) -> Answer:
+    fields = _validated(MemoryCreateInput, {name: value for name, value in arguments.items() if value is not None})
+    fields["source"] = SOURCE  # the author is the token's user: memory_create takes it from the principal
+    result = services.memory_create(principal=principal, draft=services.MemoryDraft(**fields))
+    memory = result.memory
+    data = schemas.RememberOutput(
+        id=str(memory.pk),
+        title=memory.title,
+        scope=memory.scope.slug,
+        scope_resolution=result.scope_resolution,  # type: ignore[arg-type]
+        status=memory.status,
+        deduplicated=result.deduplicated,
+        url=memory_url(memory.pk),
+    )
+    if result.deduplicated:
+        text = f'Already remembered: "{memory.title}" holds this content in scope {memory.scope.slug}; nothing new was stored.'
+    else:
+        text = f'Remembered "{memory.title}" in scope {memory.scope.slug} (chosen by {_RESOLUTION_WORDS[result.scope_resolution]}).'
+    text += f"\nid: {memory.pk} · status: {memory.status}\n{data.url}"
+    return Answer(data, text, "memory", str(memory.pk))
+
+
+async def remember(
+    content: Annotated[str, Field(description="What to remember. Plain text or Markdown; long documents are fine.")],
+    title: Annotated[str | None, Field(description="A short title. Derived from the first line of content when omitted.")] = None,
+    scope: Annotated[
+        str | None,
+        Field(description="Scope slug, e.g. engineering. When omitted the organization's rule for MCP or the default scope (public-docs) decides."),
+    ] = None,
+    category: Annotated[str | None, Field(description="One word such as decision, policy, incident, note (the default).")] = None,
+    tags: Annotated[list[str] | None, Field(description="Up to 20 tags, e.g. ['api', 'security'].")] = None,
+    source_url: Annotated[str | None, Field(description="Link to where this knowledge comes from (http or https).")] = None,
+    clearance_min: Annotated[
+        str | None,
+        Field(description="Lowest clearance that may read it, e.g. Employee. At most your own; the lowest rung when omitted."),
+    ] = None,
+    valid_from: Annotated[
+        str | None, Field(description="When this became true (ISO 8601, e.g. 2025-01-15T10:30:00Z). Defaults to now.", json_schema_extra={"format": "date-time"})
+    ] = None,
+    valid_until: Annotated[
+        str | None, Field(description="When this stops being true (ISO 8601), if it expires.", json_schema_extra={"format": "date-time"})
+    ] = None,
+) -> Annotated[CallToolResult, schemas.RememberOutput]:
+    """Store a memory for your team. Returns its id, scope (and how the scope was chosen) and its page in Cortex."""
+    arguments = {
+        "content": content,
+        "title": title,
+        "scope": scope,
+        "category": category,
+        "tags": tags,
+        "source_url": source_url,
+        "clearance_min": clearance_min,
+        "valid_from": valid_from,
+        "valid_until": valid_until,
+    }
+    return await _call("remember", lambda principal: _remember(principal, arguments))
+
+
+# -- recall ----------------------------------------------------------------------------------------
+def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
+    values = _validated(RecallInput, {name: value for name, value in arguments.items() if value is not None})
+    query = RecallQuery(
+        query=values["query"],
+        limit=values["limit"],
+        scopes=values.get("scopes") or None,
+        category=values.get("category") or None,
+        tags=values.get("tags") or (),
+    )
+    try:
+        found = recall(principal, query)
+        hits, took_ms = found.hits, found.took_ms
+    except ValidationFailed as exc:
+        if exc.error_code != "EMPTY_QUERY":
+            raise
+        hits, took_ms = [], 0.0  # an agent sending nothing gets nothing, not an error
+    results = [
+        schemas.RecallHit(
+            rank=rank,
+            id=str(hit.memory.pk),
+            title=hit.memory.title,
+            snippet=hit.snippet,
+            score=hit.score,
+            relevance=hit.relevance,
+            recency=hit.recency,
+            scope=hit.memory.scope.slug,
+            url=memory_url(hit.memory.pk),
+            citation=schemas.Citation(**citation(hit.memory)),
+        )
+        for rank, hit in enumerate(hits, start=1)
+    ]
+    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, took_ms=took_ms)
+    if not hits:
+        return Answer(data, f'No memories you can see match "{query.query}".')
+    lines = [f'{len(hits)} memor{"y" if len(hits) == 1 else "ies"} for "{query.query}", best first:']
+    for rank, hit in enumerate(hits, start=1):
+        lines += [
+            "",
+            f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
+            f"    {hit.snippet}",
+            f"    Cite: {_cite(hit.memory)}",
+        ]
+    return Answer(data, "\n".join(lines))
+
+
+async def recall_tool(
+    query: Annotated[str, Field(description="What you want to know, in your own words or with exact terms (names, ids, error codes).")],
+    limit: Annotated[int, Field(description=f"How many memories to return, 1–{MAX_LIMIT} (values outside are clamped).")] = 5,
+    scopes: Annotated[list[str] | None, Field(description="Only these scopes (slugs). Default: every scope you can read.")] = None,
+    category: Annotated[str | None, Field(description="Only this category, e.g. decision or policy.")] = None,
+    tags: Annotated[list[str] | None, Field(description="Only memories carrying all of these tags.")] = None,
+) -> Annotated[CallToolResult, schemas.RecallOutput]:
+    """Search your team's memory. Returns the best-matching memories you may see, ranked by
+    0.7·relevance + 0.3·recency, each with a snippet and a citation to quote."""
+    arguments = {"query": query, "limit": _clamp(limit), "scopes": scopes, "category": category, "tags": tags}
+    return await _call("recall", lambda principal: _recall(principal, arguments))
+
+
+# -- list_memories ---------------------------------------------------------------------------------
+def _preview(content: str) -> str:
+    flat = " ".join(content.split())
+    return flat if len(flat) <= PREVIEW_CHARS else flat[:PREVIEW_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def _list_memories(principal: Principal, limit: int, scope: str | None, category: str | None) -> Answer:
+    memories = list(memory_list(principal, MemoryFilters(scope=scope or None, category=category or None))[:limit])
+    results = [
+        schemas.MemorySummary(
+            id=str(m.pk),
+            title=m.title,
+            scope=m.scope.slug,
+            category=m.category,
+            source=m.source,
+            tags=list(m.tags),
+            valid_from=iso(m.valid_from),
+            created_at=iso(m.created_at),
+            preview=_preview(m.content),
+            url=memory_url(m.pk),
+            citation=schemas.Citation(**citation(m)),
+        )
+        for m in memories
+    ]
+    data = schemas.ListMemoriesOutput(limit=limit, results=results)
+    if not memories:
+        return Answer(data, "No memories you can see" + (" match these filters." if scope or category else " yet."))
+    lines = [f"The {len(memories)} most recent memories you can see, newest first:"]
+    for rank, m in enumerate(memories, start=1):
+        lines += ["", f"[{rank}] {m.title} ({m.category}, scope {m.scope.slug})", f"    {_preview(m.content)}", f"    Cite: {_cite(m)}"]
+    return Answer(data, "\n".join(lines))
+
+
+async def list_memories(
+    limit: Annotated[int, Field(description=f"How many, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+    scope: Annotated[str | None, Field(description="Only this scope (slug).")] = None,
+    category: Annotated[str | None, Field(description="Only this category.")] = None,
+) -> Annotated[CallToolResult, schemas.ListMemoriesOutput]:
+    """The most recent memories you can see, newest first."""
+    clamped = _clamp(limit)
+    return await _call("list_memories", lambda principal: _list_memories(principal, clamped, scope, category))
+
+
+# -- get_memory ------------------------------------------------------------------------------------
+def _get_memory(principal: Principal, memory_id: str) -> Answer:
+    memory = memory_for_history(principal, memory_id)
+    names = clearance_names(principal.organization_id)
+    chain = supersession_chain(principal, memory)
+    redacted = redaction(memory)
+    data = schemas.MemoryDetail(
+        **memory_representation(memory, names),
+        citation=schemas.Citation(**citation(memory)),
+        history=[schemas.HistoryEntry(id=str(m.pk), title=m.title, status=m.status, valid_from=iso(m.valid_from)) for m in chain],
+        redaction=schemas.Redaction(**redacted) if redacted else None,
+        url=memory_url(memory.pk),
+    )
+    lines = [
+        f"# {memory.title}",
+        f"scope {data.scope} · category {data.category} · clearance {data.clearance_min} · status {data.status}"
+        + (f" · tags {', '.join(data.tags)}" if data.tags else ""),
+        f"valid from {data.valid_from}" + (f" until {data.valid_until}" if data.valid_until else ""),
+        "",
+        memory.content,
+        "",
+        f"Cite: {_cite(memory)}",
+    ]
+    if len(chain) > 1:
+        lines += ["", "Versions, oldest first:"]
+        lines += [f"  - {m.title} ({m.status}, {iso(m.valid_from)}) {m.pk}" + ("  ← this one" if m.pk == memory.pk else "") for m in chain]
+    lines += ["", data.url]
+    return Answer(data, "\n".join(lines), "memory", str(memory.pk))
+
+
+async def get_memory(
+    id: Annotated[str, Field(description="The memory's id (a UUID), as returned by recall, list_memories or remember.")],
+) -> Annotated[CallToolResult, schemas.MemoryDetail]:
+    """Read one memory in full: content, citation and its versions (supersession chain)."""
+    return await _call("get_memory", lambda principal: _get_memory(principal, id))
+
+
+# -- the server ------------------------------------------------------------------------------------
+def _tool(fn: Callable[..., Any], name: str, title: str, annotations: ToolAnnotations) -> Tool:
+    tool = Tool.from_function(fn, name=name, title=title, annotations=annotations)
+    # Like REST's strict serializers: an argument the tool does not know is an error, not ignored.
+    tool.parameters["additionalProperties"] = False
+    return tool
+
+
+def _read_only(title: str) -> ToolAnnotations:
+    return ToolAnnotations(title=title, read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def tools() -> list[Tool]:
+    return [
+        _tool(
+            remember,
+            "remember",
+            "Remember",
+            ToolAnnotations(title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
+        ),
+        _tool(recall_tool, "recall", "Recall", _read_only("Recall")),
+        _tool(list_memories, "list_memories", "List recent memories", _read_only("List recent memories")),
+        _tool(get_memory, "get_memory", "Get a memory", _read_only("Get a memory")),
+    ]
+
+
+def _argument_problem(error: ValidationError) -> str:
+    # Field names and pydantic's sentence only: the rejected values are the caller's data.
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())
+
+
+class CortexMCPServer(MCPServer):
+    """MCPServer whose tool calls always answer with a Cortex tool error and are always audited.
+
+    The SDK refuses an unknown tool or bad arguments before our tool runs (as ToolError) and
+    wraps a crash in UnexpectedToolError; those are turned into tool errors with an
+    `error_code` here, and audited as `mcp.call`, since `run_tool` never saw them.
+    """
+
+    def __init__(self, name: str, *, tools: list[Tool], **kwargs: Any) -> None:
+        super().__init__(name, tools=tools, **kwargs)
+        # Tool name → the argument names its input schema declares.
+        self._arguments = {tool.name: set(tool.parameters.get("properties", {})) for tool in tools}
+
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        known = self._arguments.get(name)
+        if known is None:
+            offered = ", ".join(self._arguments)
+            return await self._refused(name, "UNKNOWN_TOOL", f"Unknown tool {name[:100]!r}. Cortex offers: {offered}.")
+        unknown = sorted(set(arguments) - known)
+        if unknown:
+            message = f"Unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
+            return await self._refused(name, "INVALID_ARGUMENTS", message, {"unknown": unknown})
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            logger.exception("MCP tool %s crashed", name)
+            return await self._refused(
+                name, "INTERNAL_ERROR", "Something went wrong on our side; the request id identifies it in the logs.", outcome=AuditEvent.Outcome.ERROR
+            )
+        except ToolError as exc:
+            cause = exc.__cause__
+            problem = _argument_problem(cause) if isinstance(cause, ValidationError) else str(exc)
+            return await self._refused(name, "INVALID_ARGUMENTS", f"Invalid arguments for {name}: {problem}")
+
+    async def _refused(
+        self, name: str, error_code: str, message: str, details: dict[str, Any] | None = None, *, outcome: str = AuditEvent.Outcome.ERROR
+    ) -> CallToolResult:
+        organization, actor = actor_for(get_access_token())
+        await in_worker_thread(_audit_call)(name, organization, actor, outcome, error_code=error_code)
+        return tool_error(error_code, message, details)
+
+
+def build_server(*, resource_url: str) -> CortexMCPServer:
+    """The MCP server with Cortex's tools, authenticating bearer tokens through the SDK's hook.
+
+    `resource_url` is this endpoint's public URL: the SDK serves its OAuth protected-resource
+    metadata and names it in 401 challenges. Tokens are issued by Cortex itself (UI or CLI),
+    so Cortex is also named as the authorization server.
+    """
+    return CortexMCPServer(
+        "cortex",
+        title="Cortex team memory",
+        instructions=INSTRUCTIONS,
+        version="1",
+        token_verifier=ApiTokenVerifier(),
+        auth=AuthSettings(
+            issuer_url=settings.CORTEX_BASE_URL,  # type: ignore[arg-type]
+            resource_server_url=resource_url,  # type: ignore[arg-type]
+            validate_token_resource=False,  # our tokens are not audience-bound; see ApiTokenVerifier
+        ),
+        tools=tools(),
+        warn_on_duplicate_tools=True,
+    )
