@@ -35,9 +35,9 @@ from audit.context import current_request_id
 from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, ValidationFailed
-from memories.access import Principal, clearance_names
+from memories.access import Principal
 from memories.api.memories import MemoryCreateInput, RecallInput
-from memories.api.representation import citation, iso, memory_representation, redaction
+from memories.api.representation import citation, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
@@ -333,11 +333,10 @@ async def list_memories(
 # -- get_memory ------------------------------------------------------------------------------------
 def _get_memory(principal: Principal, memory_id: str) -> Answer:
     memory = memory_for_history(principal, memory_id)
-    names = clearance_names(principal.organization_id)
     chain = supersession_chain(principal, memory)
     redacted = redaction(memory)
     data = schemas.MemoryDetail(
-        **memory_representation(memory, names),
+        **present_memory(principal, memory),  # links to versions the reader cannot see are null
         citation=schemas.Citation(**citation(memory)),
         history=[schemas.HistoryEntry(id=str(m.pk), title=m.title, status=m.status, valid_from=iso(m.valid_from)) for m in chain],
         redaction=schemas.Redaction(**redacted) if redacted else None,

@@ -340,6 +340,23 @@ def test_get_memory_returns_the_memory_with_its_citation_and_history(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_get_memory_does_not_leak_a_version_the_reader_cannot_see(
+    world: SimpleNamespace, mcp_client: Any, principal_of: Callable[[Membership], Principal]
+) -> None:
+    secret = services.memory_supersede(
+        principal=principal_of(world.executive),
+        memory_id=world.memories["freeze"],
+        changes={"content": "Deploy freeze moves because of the Falcon launch.", "clearance_min": "Executive"},
+    ).memory
+    data = mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["freeze"]).structured_content
+    assert (data["status"], data["superseded_by"]) == ("superseded", None)
+    assert [h["id"] for h in data["history"]] == [world.memories["freeze"]]
+    assert str(secret.pk) not in str(data)
+    seen_by_executive = mcp_client.call(world.tokens["executive"], "get_memory", id=world.memories["freeze"]).structured_content
+    assert seen_by_executive["superseded_by"] == str(secret.pk)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_another_organizations_memory_is_the_same_not_found_as_a_random_id(world: SimpleNamespace, mcp_client: Any) -> None:
     token = world.tokens["executive"]
     foreign = _error(mcp_client.call(token, "get_memory", id=world.memories["globex"]))
