@@ -34,7 +34,10 @@ _NOT_A_DECISION = re.compile(
     re.IGNORECASE,
 )
 # "[00:12:03] Alice Smith:", "Alice (PM):", "- ", "* ", "1. ", "Decision:" — kept out of the quote.
-_PREFIX = re.compile(r"^(?:\[?\(?\d{1,2}:\d{2}(?::\d{2})?\)?\]?\s*[-–]?\s*)?(?:[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){0,3}(?: \([^)]{1,30}\))?:\s+)?(?:[-*•]\s+|\d+[.)]\s+)?")
+_LABEL_WORDS = r"(?:decisions?|action items?|ai|to-?do|conclusion|resolved|outcome|approved|agreed|decided|next steps?|owner)"
+_PREFIX = re.compile(
+    rf"^(?:\[?\(?\d{{1,2}}:\d{{2}}(?::\d{{2}})?\)?\]?\s*[-–]?\s*)?(?:(?!(?i:{_LABEL_WORDS})\s*:)[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){{0,3}}(?: \([^)]{{1,30}}\))?:\s+)?(?:[-*•]\s+|\d+[.)]\s+)?"
+)
 _DISCOURSE = re.compile(r"^(?:(?:okay|ok|so|alright|all right|right|yeah|yes|well|great|cool|fine|good|then|and)[,.!]?\s+)+", re.IGNORECASE)
 _LABEL = re.compile(r"^(?:decision|decisions|action items?|ai|to-?do|conclusion|resolved|outcome)\s*[:\-–]\s*", re.IGNORECASE)
 

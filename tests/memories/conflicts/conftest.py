@@ -18,7 +18,9 @@ def write(principal_of: Callable[[Membership], Any], django_capture_on_commit_ca
 
     def write(membership: Membership, content: str, *, valid_from: datetime | None = None, **fields: Any) -> Memory:
         with django_capture_on_commit_callbacks(execute=True):
-            result = memory_create(principal=principal_of(membership), draft=MemoryDraft(content=content, valid_from=valid_from, **fields))
+            result = memory_create(
+                principal=principal_of(membership), draft=MemoryDraft(content=content, valid_from=valid_from, **fields)
+            )
         result.memory.refresh_from_db()
         return result.memory
 

@@ -37,12 +37,19 @@ def hidden_conflict(acme: dict[str, Any], write: Any) -> Conflict:
     return Conflict.objects.get(existing_memory__scope__slug="sales")
 
 
-def test_list_shows_the_conflict_with_both_memories_explanation_and_dissent(acme: dict[str, Any], contradiction: dict[str, Any], api: Any) -> None:
+def test_list_shows_the_conflict_with_both_memories_explanation_and_dissent(
+    acme: dict[str, Any], contradiction: dict[str, Any], api: Any
+) -> None:
     response = api(acme["manager"]).get("/api/conflicts", {"status": "all"})
     assert response.status_code == 200
     (item,) = response.json()["results"]
     assert item["id"] == str(contradiction["conflict"].pk)
-    assert (item["kind"], item["status"], item["resolution"], item["classifier"]) == ("contradiction", "resolved", "keep_existing", "heuristic")
+    assert (item["kind"], item["status"], item["resolution"], item["classifier"]) == (
+        "contradiction",
+        "resolved",
+        "keep_existing",
+        "heuristic",
+    )
     assert [m["role"] for m in item["memories"]] == ["new", "existing"]
     assert [m["id"] for m in item["memories"]] == [str(contradiction["new"].pk), str(contradiction["existing"].pk)]
     assert item["resolved_by"] == {"type": "policy", "policy": "authority"}
@@ -52,10 +59,14 @@ def test_list_shows_the_conflict_with_both_memories_explanation_and_dissent(acme
     assert response.json()["next"] is None
 
 
-def test_status_and_kind_filters(acme: dict[str, Any], contradiction: dict[str, Any], hidden_conflict: Conflict, api: Any) -> None:
+def test_status_and_kind_filters(
+    acme: dict[str, Any], contradiction: dict[str, Any], hidden_conflict: Conflict, api: Any
+) -> None:
     client = api(acme["exec"])
     assert [c["id"] for c in client.get("/api/conflicts").json()["results"]] == [str(hidden_conflict.pk)]  # default: open
-    assert [c["id"] for c in client.get("/api/conflicts", {"status": "resolved"}).json()["results"]] == [str(contradiction["conflict"].pk)]
+    assert [c["id"] for c in client.get("/api/conflicts", {"status": "resolved"}).json()["results"]] == [
+        str(contradiction["conflict"].pk)
+    ]
     assert len(client.get("/api/conflicts", {"status": "all", "kind": "contradiction"}).json()["results"]) == 2
     assert client.get("/api/conflicts", {"status": "all", "kind": "duplicate"}).json()["results"] == []
     assert_envelope(client.get("/api/conflicts", {"status": "closed"}), 400, "INVALID_STATUS")
@@ -76,21 +87,29 @@ def test_conflicts_whose_memories_the_caller_cannot_read_do_not_exist_for_them(
     stranger = api(outsider)
     assert stranger.get("/api/conflicts", {"status": "all"}).json()["results"] == []
     assert_envelope(stranger.get(f"/api/conflicts/{contradiction['conflict'].pk}"), 404, "NOT_FOUND")
-    assert_envelope(stranger.post(f"/api/conflicts/{contradiction['conflict'].pk}/resolve", {"resolution": "dismiss"}), 404, "NOT_FOUND")
+    assert_envelope(
+        stranger.post(f"/api/conflicts/{contradiction['conflict'].pk}/resolve", {"resolution": "dismiss"}), 404, "NOT_FOUND"
+    )
     assert_envelope(stranger.get("/api/conflicts/not-a-uuid"), 404, "NOT_FOUND")
     hidden_conflict.refresh_from_db()
     assert hidden_conflict.status == "open"
 
 
-def test_a_token_narrowed_away_from_a_scope_does_not_see_its_conflicts(acme: dict[str, Any], hidden_conflict: Conflict, api: Any) -> None:
+def test_a_token_narrowed_away_from_a_scope_does_not_see_its_conflicts(
+    acme: dict[str, Any], hidden_conflict: Conflict, api: Any
+) -> None:
     narrowed = api(acme["exec"], scope_slugs=["engineering"])
     assert narrowed.get("/api/conflicts").json()["results"] == []
     assert_envelope(narrowed.get(f"/api/conflicts/{hidden_conflict.pk}"), 404)
 
 
-def test_a_person_re_decides_keep_new_and_the_memories_follow(acme: dict[str, Any], contradiction: dict[str, Any], api: Any) -> None:
+def test_a_person_re_decides_keep_new_and_the_memories_follow(
+    acme: dict[str, Any], contradiction: dict[str, Any], api: Any
+) -> None:
     conflict = contradiction["conflict"]
-    response = api(acme["manager"]).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new", "note": "250 was agreed last week"})
+    response = api(acme["manager"]).post(
+        f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new", "note": "250 was agreed last week"}
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert (body["status"], body["resolution"], body["resolution_note"]) == ("resolved", "keep_new", "250 was agreed last week")
@@ -126,12 +145,22 @@ def test_reopen_puts_a_decided_conflict_back_in_the_queue(acme: dict[str, Any], 
     assert AuditEvent.objects.filter(action="conflict.reopen", target_id=str(conflict.pk)).exists()
 
 
-def test_resolving_needs_write_access_to_every_memory_that_changes(acme: dict[str, Any], contradiction: dict[str, Any], api: Any) -> None:
+def test_resolving_needs_write_access_to_every_memory_that_changes(
+    acme: dict[str, Any], contradiction: dict[str, Any], api: Any
+) -> None:
     conflict = contradiction["conflict"]
     # The contractor can read public-docs but it is all_members and writable; make them read-only via a token.
-    assert_envelope(api(acme["employee"], read_only=True).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new"}), 403, "TOKEN_READ_ONLY")
-    assert_envelope(api(acme["employee"]).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "later"}), 400, "VALIDATION_ERROR")
-    assert_envelope(api(acme["employee"]).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new", "extra": 1}), 400)
+    assert_envelope(
+        api(acme["employee"], read_only=True).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new"}),
+        403,
+        "TOKEN_READ_ONLY",
+    )
+    assert_envelope(
+        api(acme["employee"]).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "later"}), 400, "VALIDATION_ERROR"
+    )
+    assert_envelope(
+        api(acme["employee"]).post(f"/api/conflicts/{conflict.pk}/resolve", {"resolution": "keep_new", "extra": 1}), 400
+    )
     conflict.refresh_from_db()
     assert conflict.resolution == "keep_existing"
 
@@ -146,7 +175,9 @@ def test_a_clearance_below_one_memory_hides_the_conflict(acme: dict[str, Any], w
     assert [c["id"] for c in api(acme["manager"]).get("/api/conflicts").json()["results"]] == [str(conflict.pk)]
 
 
-def test_memory_detail_lists_its_conflicts_from_its_own_side(acme: dict[str, Any], contradiction: dict[str, Any], api: Any) -> None:
+def test_memory_detail_lists_its_conflicts_from_its_own_side(
+    acme: dict[str, Any], contradiction: dict[str, Any], api: Any
+) -> None:
     body = api(acme["employee"]).get(f"/api/memories/{contradiction['new'].pk}").json()
     (summary,) = body["conflicts"]
     assert summary["id"] == str(contradiction["conflict"].pk)

@@ -30,7 +30,9 @@ def only_conflict() -> Conflict:
     return conflicts[0]
 
 
-def test_a_lower_clearance_contradiction_loses_to_the_higher_authority_and_is_kept_as_dissent(acme: dict[str, Any], write: Any) -> None:
+def test_a_lower_clearance_contradiction_loses_to_the_higher_authority_and_is_kept_as_dissent(
+    acme: dict[str, Any], write: Any
+) -> None:
     manager_says = write(acme["manager"], LIMIT_100, title="Public API rate limit", valid_from=days_ago(30))
     employee_says = write(acme["employee"], LIMIT_250, title="Public API rate limit")
 
@@ -51,7 +53,9 @@ def test_a_lower_clearance_contradiction_loses_to_the_higher_authority_and_is_ke
     assert {"conflict.detect", "conflict.resolve", "memory.supersede"} <= set(actions)
 
 
-def test_equal_authority_is_decided_by_recency_and_the_winner_links_back(acme: dict[str, Any], make_member: Any, write: Any) -> None:
+def test_equal_authority_is_decided_by_recency_and_the_winner_links_back(
+    acme: dict[str, Any], make_member: Any, write: Any
+) -> None:
     other_employee = make_member(acme["org"], "Employee")
     older = write(acme["employee"], LIMIT_100, title="Public API rate limit", valid_from=days_ago(30))
     newer = write(other_employee, LIMIT_250, title="Public API rate limit")
@@ -65,7 +69,9 @@ def test_equal_authority_is_decided_by_recency_and_the_winner_links_back(acme: d
     assert older.external_id == ""  # kept as it was (none here); a connector item keeps its id when it loses
 
 
-def test_identical_content_from_a_second_source_is_a_duplicate_decided_without_any_model(acme: dict[str, Any], write: Any, monkeypatch: Any) -> None:
+def test_identical_content_from_a_second_source_is_a_duplicate_decided_without_any_model(
+    acme: dict[str, Any], write: Any, monkeypatch: Any
+) -> None:
     llm = ScriptedLLM([])  # any call would fail the test: identical content needs no model
     monkeypatch.setattr(conflict_services, "get_llm", lambda: llm)
     text = "Checkout latency spiked to 4s for 20 minutes because the Redis primary failed over."
@@ -83,8 +89,18 @@ def test_identical_content_from_a_second_source_is_a_duplicate_decided_without_a
 
 
 def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any], write: Any) -> None:
-    first = write(acme["employee"], "The office Wi-Fi password rotates on the first Monday of each month.", title="Office Wi-Fi", source="Slack")
-    second = write(acme["manager"], "The office Wi-Fi password rotates on the first Monday of every month.", title="Office Wi-Fi", source="Gmail")
+    first = write(
+        acme["employee"],
+        "The office Wi-Fi password rotates on the first Monday of each month.",
+        title="Office Wi-Fi",
+        source="Slack",
+    )
+    second = write(
+        acme["manager"],
+        "The office Wi-Fi password rotates on the first Monday of every month.",
+        title="Office Wi-Fi",
+        source="Gmail",
+    )
 
     conflict = only_conflict()
     assert (conflict.kind, conflict.resolution, conflict.resolved_by_policy) == ("duplicate", "keep_existing", "duplicate")
@@ -114,7 +130,9 @@ def test_related_but_compatible_memories_are_candidates_but_not_conflicts(acme: 
 def test_a_memory_whose_validity_ended_is_stale_and_gives_way(acme: dict[str, Any], write: Any) -> None:
     old = write(acme["employee"], "Staging deploys are frozen until the database migration finishes.", title="Staging deploys",
                 valid_from=days_ago(10), valid_until=days_ago(1))  # fmt: skip
-    new = write(acme["employee"], "Staging deploys are no longer frozen: the database migration finished.", title="Staging deploys")
+    new = write(
+        acme["employee"], "Staging deploys are no longer frozen: the database migration finished.", title="Staging deploys"
+    )
 
     conflict = only_conflict()
     assert (conflict.kind, conflict.resolution, conflict.resolved_by_policy) == ("stale", "keep_new", "stale")
@@ -142,13 +160,21 @@ def test_a_winner_that_fewer_people_can_read_does_not_silently_replace_a_public_
 def test_running_the_post_write_task_again_changes_nothing(acme: dict[str, Any], write: Any) -> None:
     write(acme["manager"], LIMIT_100, title="Public API rate limit", valid_from=days_ago(30))
     new = write(acme["employee"], LIMIT_250, title="Public API rate limit")
-    snapshot = (list(Conflict.objects.values()), list(Memory.objects.order_by("pk").values("pk", "status", "superseded_by")), AuditEvent.objects.count())
+    snapshot = (
+        list(Conflict.objects.values()),
+        list(Memory.objects.order_by("pk").values("pk", "status", "superseded_by")),
+        AuditEvent.objects.count(),
+    )
 
     for memory in Memory.objects.all():
         after_memory_write.apply(args=[str(memory.pk)]).get()
     after_memory_write.apply(args=[str(new.pk)]).get()
 
-    assert (list(Conflict.objects.values()), list(Memory.objects.order_by("pk").values("pk", "status", "superseded_by")), AuditEvent.objects.count()) == snapshot
+    assert (
+        list(Conflict.objects.values()),
+        list(Memory.objects.order_by("pk").values("pk", "status", "superseded_by")),
+        AuditEvent.objects.count(),
+    ) == snapshot
 
 
 def test_redacting_a_memory_removes_its_words_from_conflicts(acme: dict[str, Any], write: Any, principal_of: Any) -> None:
@@ -215,8 +241,12 @@ def test_an_llm_saying_different_subjects_records_nothing(acme: dict[str, Any], 
     assert not Conflict.objects.exists()
 
 
-@pytest.mark.parametrize("failure", [LLMUnavailable("anthropic timed out", retryable=True), '{"verdict": "maybe"}', "not json at all"])
-def test_an_llm_that_times_out_or_answers_junk_falls_back_to_the_heuristic_and_says_so(acme: dict[str, Any], write: Any, scripted: Any, failure: Any) -> None:
+@pytest.mark.parametrize(
+    "failure", [LLMUnavailable("anthropic timed out", retryable=True), '{"verdict": "maybe"}', "not json at all"]
+)
+def test_an_llm_that_times_out_or_answers_junk_falls_back_to_the_heuristic_and_says_so(
+    acme: dict[str, Any], write: Any, scripted: Any, failure: Any
+) -> None:
     scripted(failure)
     write(acme["manager"], LIMIT_100, title="Public API rate limit", valid_from=days_ago(30))
     write(acme["employee"], LIMIT_250, title="Public API rate limit")
