@@ -338,15 +338,21 @@ def _markdown_parser() -> Any:
     return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(["table", "strikethrough"])
 
 
-def render_markdown(text: str) -> SafeString:
+def render_markdown(text: str, *, demote: int = 1) -> SafeString:
     """Memory content as sanitised HTML: Markdown → HTML (raw HTML escaped) → nh3 allow-list.
 
     Links keep only http(s)/mailto targets and get rel="noopener noreferrer nofollow"; images
     are dropped (they would load third-party content and the CSP refuses them anyway).
+    Headings move down `demote` levels: the page's own <h1> is the memory's title.
     """
     import nh3
 
-    html = _markdown_parser().render(str(text or ""))
+    parser = _markdown_parser()
+    tokens = parser.parse(str(text or ""))
+    for token in tokens:
+        if token.type in ("heading_open", "heading_close"):
+            token.tag = f"h{min(int(token.tag[1]) + demote, 6)}"
+    html = parser.renderer.render(tokens, parser.options, {})
     cleaned = nh3.clean(
         html,
         tags=_MARKDOWN_TAGS,
@@ -393,7 +399,8 @@ def plain_text(markdown: str) -> str:
     text = _MD_LINK.sub(r"\1", markdown)
     text = _MD_LINE_START.sub(r"\1", text)
     text = _MD_MARKS.sub("", text)
-    return re.sub(r"\s+", " ", text).strip()
+    text = re.sub(r"\s+", " ", text).strip()
+    return re.sub(r" [-*+] (?=\S)", " · ", text)  # list items folded onto one line
 
 
 @register.filter

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from django.http import QueryDict
@@ -51,6 +51,18 @@ class ListParams:
             cursor=text("cursor", 500),
             limit=limit,
         )
+
+    def querystring(self) -> str:
+        """"?q=…&scope=…" with only the parameters that are set (no cursor), or ""."""
+        query = QueryDict(mutable=True)
+        for name in ("q", "scope", "category", "source", "tag", "author"):
+            if getattr(self, name):
+                query[name] = getattr(self, name)
+        if self.status != "active":
+            query["status"] = self.status
+        if self.limit != RECALL_LIMIT:
+            query["limit"] = str(self.limit)
+        return f"?{query.urlencode()}" if query else ""
 
     @property
     def filtered(self) -> bool:
@@ -104,16 +116,5 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
     rows = memory_rows(principal, [hit.memory for hit in hits], hits=hits, terms=query_terms(params.q))
     more_url = None
     if len(hits) == params.limit and params.limit < MAX_LIMIT:
-        more_url = f"?{_with(params, limit=MAX_LIMIT)}"
+        more_url = replace(params, limit=MAX_LIMIT).querystring()
     return {"mode": "recall", "rows": rows, "took_ms": result.took_ms, "more_url": more_url}
-
-
-def _with(params: ListParams, **changes: Any) -> str:
-    query = QueryDict(mutable=True)
-    for name in ("q", "scope", "category", "source", "tag"):
-        value = getattr(params, name)
-        if value:
-            query[name] = value
-    for name, value in changes.items():
-        query[name] = str(value)
-    return query.urlencode()

@@ -15,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
 from audit.services import record
@@ -54,7 +55,8 @@ def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     if request.htmx and params.cursor:
         return render(request, "memories/_rows.html", context)
     if request.htmx and request.htmx.target == "memory-results":
-        return render(request, "memories/_results.html", context)
+        # The address bar gets the query without empty filters, so it reads well and shares well.
+        return push_url(render(request, "memories/_results.html", context), f"/memories/{params.querystring()}")
     return render(request, "memories/list.html", context)
 
 

@@ -21,6 +21,7 @@
  *   form[data-upload]        one request per file with its own progress bar and outcome (JSON);
  *                            data-max-bytes / data-accept refuse wrong files before sending
  *   input[data-new-secret]   selected on load, so a just-created token is ready to copy
+ *   details[data-collapse-on-phone]  closed on load at phone widths
  */
 (function () {
   "use strict";
@@ -528,6 +529,10 @@
   });
 
   ready(function () {
+    // Filters fold away on a phone until asked for (they stay open when one is set).
+    if (window.matchMedia && window.matchMedia("(max-width: 640px)").matches) {
+      document.querySelectorAll("details[data-collapse-on-phone]").forEach(function (d) { d.open = false; });
+    }
     var secret = document.querySelector("[data-new-secret]");
     if (secret) { secret.focus(); secret.select(); }
   });

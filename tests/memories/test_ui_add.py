@@ -132,7 +132,7 @@ def test_markdown_preview_is_sanitised(acme: dict[str, Any]) -> None:
     response = signed_in(acme["employee"]).post("/memories/preview/", {"content": "## Hi\n\n<img src=x onerror=alert(1)> [x](javascript:alert(1))"})
     assert response.status_code == 200
     html = response.content.decode()
-    assert "<h2>Hi</h2>" in html
+    assert "<h3>Hi</h3>" in html
     assert "<img" not in html and "javascript:" not in html.replace("[x](javascript:alert(1))", "")
 
 

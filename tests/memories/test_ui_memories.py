@@ -232,7 +232,7 @@ def test_detail_renders_markdown_safely_with_citation_tags_and_actions(acme: dic
     response = signed_in(acme["employee"]).get(f"/memories/{memory.pk}/")
     assert response.status_code == 200
     html = html_of(response)
-    assert "<h1>Rollout</h1>" in html and "<strong>Canary</strong>" in html and "<code>10%</code>" in html
+    assert "<h2>Rollout</h2>" in html and "<strong>Canary</strong>" in html and "<code>10%</code>" in html
     assert "<script>alert(1)</script>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert 'href="https://docs.acme.test"' in html and 'rel="noopener noreferrer nofollow"' in html
