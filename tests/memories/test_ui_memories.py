@@ -17,7 +17,7 @@ from django.test import Client
 from audit.models import AuditEvent
 from memories.access import Principal
 from memories.models import Membership, Memory
-from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_supersede
 
 pytestmark = pytest.mark.django_db
 
@@ -390,3 +390,29 @@ def test_posts_without_csrf_are_refused(acme: dict[str, Any], policy: Memory) ->
     assert client.post("/memories/new/", {"content": "no token"}).status_code == 403
     policy.refresh_from_db()
     assert policy.status == "active"
+
+
+# -- conflicts on the detail page ---------------------------------------------------------------------------
+
+
+def test_detail_lists_conflicts_only_when_the_reader_can_see_both_memories(acme: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+    from memories.models import Conflict, Organization
+
+    Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy=Organization.ConflictPolicy.MANUAL)
+    with django_capture_on_commit_callbacks(execute=True):
+        older = remember(acme["manager"], "The public API rate limit is 100 requests per minute per API key.", title="Public API rate limit", scope="engineering")
+    with django_capture_on_commit_callbacks(execute=True):
+        newer = remember(acme["employee"], "The public API rate limit is 250 requests per minute per API key.", title="Public API rate limit (new)", scope="engineering")
+    conflict = Conflict.objects.get()
+    assert {conflict.new_memory_id, conflict.existing_memory_id} == {older.pk, newer.pk}
+
+    html = html_of(signed_in(acme["employee"]).get(f"/memories/{newer.pk}/"))
+    section = html.split('id="conflicts-title"')[1]
+    assert f'href="/memories/{older.pk}/"' in section and "Open" in section
+    assert 'href="/conflicts/"' in section
+
+    # Once the older memory is above the contractor's clearance, the conflict is not shown at all.
+    memory_patch(principal=principal(acme["manager"]), memory_id=older.pk, changes={"clearance_min": "Manager"})
+    contractor_view = html_of(signed_in(acme["contractor"]).get(f"/memories/{newer.pk}/"))
+    assert str(older.pk) not in contractor_view
+    assert "No conflicts involve this memory." in contractor_view
