@@ -5,6 +5,6 @@ default that receives (command, **options). Handlers print results with
 `command.stdout.write` and raise CortexError (→ CommandError, non-zero exit) on bad input.
 """
 
-from memories.cli import audit, demo, import_export, reembed, tenancy
+from memories.cli import audit, conflicts, demo, import_export, reembed, tenancy
 
-COMMANDS = [tenancy, demo, audit, import_export, reembed]
+COMMANDS = [tenancy, demo, audit, import_export, reembed, conflicts]

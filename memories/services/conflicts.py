@@ -415,6 +415,31 @@ def conflict_reopen(*, principal: Principal, conflict_id: Any, note: str = "") -
     return conflict_for(principal, conflict_id)
 
 
+def conflict_policy_set(*, organization: Organization, policy: str, by: Principal | None = None) -> Organization:
+    """Switch an organization between `auto` and `manual` resolution (admins; `by` None is the operator CLI).
+
+    Applies to conflicts found from now on; queued conflicts stay queued.
+    """
+    if policy not in Organization.ConflictPolicy.values:
+        raise ValidationFailed("The conflict policy is auto or manual.", error_code="INVALID_POLICY")
+    if by is not None and (not by.is_admin or by.organization_id != organization.pk or by.read_only):
+        raise PermissionDenied("Only organization admins change the conflict policy.", error_code="ADMIN_REQUIRED")
+    with transaction.atomic():
+        before = Organization.objects.select_for_update().values_list("conflict_policy", flat=True).get(pk=organization.pk)
+        if before != policy:
+            Organization.objects.filter(pk=organization.pk).update(conflict_policy=policy)
+            record(
+                "organization.conflict_policy",
+                organization=organization.pk,
+                actor=by.actor if by is not None else Actor.cli(),
+                target_type="organization",
+                target_id=organization.slug,
+                details={"from": before, "to": policy},
+            )
+    organization.conflict_policy = policy
+    return organization
+
+
 def conflicts_scrub_memory(memory_id: Any) -> None:
     """A redacted memory's words must not survive in conflicts: drop its dissent and the quoting explanation."""
     Conflict.objects.filter(dissent__memory_id=str(memory_id)).update(dissent={"memory_id": str(memory_id), "redacted": True})
