@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from memories.views import home, memories, placeholders, settings_pages
+from memories.views import briefs, conflicts, entities, home, memories, placeholders, settings_pages
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -13,6 +13,16 @@ urlpatterns = [
     path("memories/<uuid:memory_id>/", memories.memory_detail, name="memory-detail"),
     path("memories/<uuid:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
     path("memories/<uuid:memory_id>/redact/", memories.memory_redact_view, name="memory-redact"),
+    path("briefs/new/", briefs.brief_new, name="brief-new"),
+    path("briefs/extract/", briefs.brief_extract, name="brief-extract"),
+    path("briefs/jobs/<uuid:job_id>/", briefs.brief_job, name="brief-job"),
+    path("conflicts/", conflicts.conflict_list, name="conflicts"),
+    path("conflicts/policy/", conflicts.conflict_policy_view, name="conflict-policy"),
+    path("conflicts/<uuid:conflict_id>/", conflicts.conflict_detail, name="conflict-detail"),
+    path("conflicts/<uuid:conflict_id>/resolve/", conflicts.conflict_resolve_view, name="conflict-resolve"),
+    path("conflicts/<uuid:conflict_id>/reopen/", conflicts.conflict_reopen_view, name="conflict-reopen"),
+    path("entities/", entities.entity_list, name="entities"),
+    path("entities/<int:entity_id>/", entities.entity_detail, name="entity-detail"),
     path("settings/", settings_pages.settings_index, name="settings"),
     path("settings/tokens/", settings_pages.token_create, name="settings-token-create"),
     path("settings/tokens/<str:token_id>/revoke/", settings_pages.token_revoke, name="settings-token-revoke"),
