@@ -169,8 +169,8 @@ def analyse_statement(text: str, title_frame: set[str] | None = None) -> Stateme
         else:
             add("version", match.group(0).lower().lstrip("v"))
     masked = _VERSION.sub(blank, masked)
-    for word, number in _NUMBER_WORDS.items():
-        masked = re.sub(rf"\b{word}\b", str(number), masked, flags=re.IGNORECASE)
+    for word, digits in _NUMBER_WORDS.items():
+        masked = re.sub(rf"\b{word}\b", str(digits), masked, flags=re.IGNORECASE)
     for match in _NUMBER.finditer(masked):
         number = match.group(1).replace(",", "").rstrip(".")
         suffix = (match.group(2) or "").lower()
@@ -303,7 +303,7 @@ def differences(old: Statement, new: Statement) -> list[Difference]:
 def _describe(kind: str) -> str:
     if kind.startswith("number:"):
         unit = kind.split(":", 1)[1]
-        return f"number of {unit}" if unit else "number"
+        return f"number ({unit})" if unit else "number"
     if kind.startswith("version:"):
         return f"{kind.split(':', 1)[1]} version"
     return kind
@@ -398,4 +398,5 @@ def _strictly_aligned(a: Statement, b: Statement) -> bool:
 
 
 def _clip(text: str, limit: int = 140) -> str:
+    text = text.rstrip(" .")
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"

@@ -38,7 +38,7 @@ class ExtractDecisionsInput(StrictSerializer):
 class DecisionOutput(serializers.Serializer):
     text = serializers.CharField()
     quote = serializers.CharField(help_text="verbatim from the input, at start..end")
-    source = serializers.ChoiceField(choices=["summary", "transcript"])
+    source = serializers.ChoiceField(choices=["summary", "transcript"])  # type: ignore[assignment]
     start = serializers.IntegerField()
     end = serializers.IntegerField()
 
@@ -108,7 +108,8 @@ class ExtractDecisionsView(APIView):
     def post(self, request: Request) -> Response:
         principal = request_principal(request)
         upload_file = request.FILES.get("file")
-        fields = {key: request.data.get(key) for key in request.data if key != "file"}
+        data = request.data if isinstance(request.data, dict) else {}
+        fields = {key: data.get(key) for key in data if key != "file"}
         if "wait" not in fields and "wait" in request.query_params:
             fields["wait"] = request.query_params["wait"]
         serializer = ExtractDecisionsInput(data=fields)
@@ -118,7 +119,7 @@ class ExtractDecisionsView(APIView):
         if upload_file is not None:
             check_size(upload_file.name or "upload", upload_file.size or 0)
             upload = briefs.Upload(filename=upload_file.name or "upload", data=upload_file.read())
-        elif "file" in request.data:
+        elif "file" in data:
             raise ValidationFailed("`file` must be a file upload.", error_code="INVALID_FILE")
         job = briefs.decisions_extract_start(principal=principal, summary=values.get("summary", ""), transcript=values.get("transcript", ""), upload=upload)
         job = _wait_for(job, values.get("wait", DEFAULT_WAIT_SECONDS))
@@ -140,7 +141,7 @@ class JobDetailView(APIView):
 class DecisionInput(StrictSerializer):
     text = serializers.CharField(max_length=1000)
     quote = serializers.CharField(trim_whitespace=False, max_length=2000)
-    source = serializers.ChoiceField(choices=["summary", "transcript"])
+    source = serializers.ChoiceField(choices=["summary", "transcript"])  # type: ignore[assignment]
     start = serializers.IntegerField(min_value=0)
     end = serializers.IntegerField(min_value=1)
 

@@ -8,6 +8,8 @@ their evidence memory is readable.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db.models import Count, Q, QuerySet
 
 from cortex_site.errors import NotFound, ValidationFailed
@@ -18,7 +20,7 @@ from memories.selectors.memories import visible_memories
 KINDS = {k.value for k in Entity.Kind}
 
 
-def _visible_memory_ids(principal: Principal) -> QuerySet[Memory]:
+def _visible_memory_ids(principal: Principal) -> QuerySet[Memory, Any]:
     return visible_memories(principal).values("pk")
 
 

@@ -163,6 +163,7 @@ def _pair_recorded(a: Memory, b: Memory) -> bool:
 
 
 def _record(memory: Memory, other: Memory, similarity: float, verdict: Verdict) -> Conflict | None:
+    assert verdict.kind is not None  # callers record conflicts only
     try:
         with transaction.atomic():
             conflict = Conflict.objects.create(

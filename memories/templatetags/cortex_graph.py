@@ -39,9 +39,9 @@ def memory_entities(context: template.Context, memory: Memory) -> dict[str, Any]
 def brief_form(context: template.Context, form: Any = None) -> dict[str, Any]:
     from memories.views.briefs import BriefForm
 
-    principal = context.get("principal")
-    request = context.get("request")
-    return {"form": form if form is not None else BriefForm(principal=principal), "request": request, "csrf_token": context.get("csrf_token")}
+    if form is None:
+        form = BriefForm(principal=context["principal"])
+    return {"form": form, "request": context.get("request"), "csrf_token": context.get("csrf_token")}
 
 
 @register.filter

@@ -64,8 +64,8 @@ def word_diff(old: str, new: str) -> tuple[SafeString, SafeString]:
 @principal_view
 @require_GET
 def conflict_list(request: HttpRequest, principal: Principal) -> HttpResponse:
-    status = request.GET.get("status") if request.GET.get("status") in dict(STATUS_TABS) else "open"
-    kind = request.GET.get("kind") if request.GET.get("kind") in KINDS else ""
+    status = str(request.GET.get("status")) if request.GET.get("status") in dict(STATUS_TABS) else "open"
+    kind = str(request.GET.get("kind")) if request.GET.get("kind") in KINDS else ""
     conflicts = visible_conflicts(principal, status=status, kind=kind or None)
     page = checked(principal, conflicts[: PAGE_SIZE + 1])
     counts = {s: visible_conflicts(principal, status=s).count() for s, _label in STATUS_TABS if s != "all"}

@@ -26,13 +26,13 @@ def job(acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callba
 
 
 def test_running_a_job_twice_runs_its_work_once(job: Job) -> None:
-    assert run_job.apply(args=[str(job.pk)]).get() == "succeeded"
+    assert run_job.apply(args=(str(job.pk),)).get() == "succeeded"
     job.refresh_from_db()
     first = (job.status, job.result, job.finished_at, job.attempts)
-    assert run_job.apply(args=[str(job.pk)]).get() == "skipped"
+    assert run_job.apply(args=(str(job.pk),)).get() == "skipped"
     job.refresh_from_db()
     assert (job.status, job.result, job.finished_at, job.attempts) == first
-    assert job.result["decisions"][0]["text"] == "We decided to ship on Friday."
+    assert job.result is not None and job.result["decisions"][0]["text"] == "We decided to ship on Friday."
 
 
 def test_a_job_left_running_by_a_dead_worker_is_claimed_again_later(job: Job) -> None:
@@ -49,7 +49,7 @@ def test_a_job_interrupted_too_often_is_failed_with_a_reason(job: Job) -> None:
     )
     assert jobs.job_run(job.pk) == "skipped"
     job.refresh_from_db()
-    assert job.status == "failed" and job.error["code"] == "JOB_ABANDONED"
+    assert job.status == "failed" and job.error is not None and job.error["code"] == "JOB_ABANDONED"
 
 
 def test_a_passing_database_error_puts_the_job_back_in_the_queue_for_a_bounded_retry(job: Job, monkeypatch: Any) -> None:
@@ -60,7 +60,7 @@ def test_a_passing_database_error_puts_the_job_back_in_the_queue_for_a_bounded_r
     with pytest.raises(jobs.RetryableJobError):
         jobs.job_run(job.pk)
     assert Job.objects.get(pk=job.pk).status == "queued"
-    assert OperationalError in run_job.autoretry_for and run_job.max_retries == 3
+    assert OperationalError in getattr(run_job, "autoretry_for", ()) and run_job.max_retries == 3
 
 
 def test_a_permanent_error_fails_the_job_with_its_code_and_message(job: Job, monkeypatch: Any) -> None:
@@ -81,4 +81,4 @@ def test_an_unexpected_error_fails_the_job_without_leaking_internals(job: Job, m
     monkeypatch.setitem(jobs.HANDLERS, Job.Kind.EXTRACT_DECISIONS, crash)
     assert jobs.job_run(job.pk) == "failed"
     job.refresh_from_db()
-    assert job.error["code"] == "INTERNAL_ERROR" and "secret" not in job.error["message"]
+    assert job.error is not None and job.error["code"] == "INTERNAL_ERROR" and "secret" not in job.error["message"]

@@ -142,7 +142,9 @@ def test_extract_tick_and_save_a_brief_from_a_docx_transcript(acme: dict[str, An
     assert "Rule-based" in fragment and "The Starter tier stays at $49 per month." in fragment
     values = [json.loads(v.replace("&quot;", '"').replace("&#x27;", "'").replace("&amp;", "&")) for v in re.findall(r'name="decision" value="([^"]*)"', fragment)]
     assert len(values) == 4  # three in the transcript, one in the summary
-    transcript = re.search(r'<textarea name="transcript" hidden aria-hidden="true">\n(.*?)</textarea>', fragment, re.S).group(1)
+    found = re.search(r'<textarea name="transcript" hidden aria-hidden="true">\n(.*?)</textarea>', fragment, re.S)
+    assert found is not None
+    transcript = found.group(1)
     transcript = transcript.replace("&#x27;", "'").replace("&amp;", "&").replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
     kept = [json.dumps(v) for v in values if "discount" not in v["text"]]
 

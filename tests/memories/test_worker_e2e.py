@@ -189,7 +189,7 @@ def test_a_duplicate_from_a_second_source_is_folded_into_the_first(
     assert (conflict.kind, conflict.resolution, conflict.existing_memory_id) == ("duplicate", "keep_existing", first.pk)
     second.refresh_from_db()
     assert second.status == "superseded" and second.superseded_by_id == first.pk
-    assert conflict.dissent["source"] == "Gmail"
+    assert conflict.dissent is not None and conflict.dissent["source"] == "Gmail"
 
 
 def test_manual_policy_queues_the_conflict_until_a_person_decides(

@@ -46,6 +46,7 @@ def test_a_lower_clearance_contradiction_loses_to_the_higher_authority_and_is_ke
     manager_says.refresh_from_db()
     assert employee_says.status == Memory.Status.SUPERSEDED and employee_says.superseded_by_id == manager_says.pk
     assert manager_says.status == Memory.Status.ACTIVE
+    assert conflict.dissent is not None
     assert conflict.dissent["memory_id"] == str(employee_says.pk)
     assert conflict.dissent["claim"] == LIMIT_250
     assert conflict.dissent["author_clearance"] == "Employee"
@@ -106,7 +107,7 @@ def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any],
     assert (conflict.kind, conflict.resolution, conflict.resolved_by_policy) == ("duplicate", "keep_existing", "duplicate")
     second.refresh_from_db()
     assert second.status == "superseded" and second.superseded_by_id == first.pk
-    assert conflict.dissent["source"] == "Gmail"
+    assert conflict.dissent is not None and conflict.dissent["source"] == "Gmail"
 
 
 def test_manual_policy_queues_every_conflict_and_changes_no_memory(acme: dict[str, Any], write: Any) -> None:
@@ -167,8 +168,8 @@ def test_running_the_post_write_task_again_changes_nothing(acme: dict[str, Any],
     )
 
     for memory in Memory.objects.all():
-        after_memory_write.apply(args=[str(memory.pk)]).get()
-    after_memory_write.apply(args=[str(new.pk)]).get()
+        after_memory_write.apply(args=(str(memory.pk),)).get()
+    after_memory_write.apply(args=(str(new.pk),)).get()
 
     assert (
         list(Conflict.objects.values()),
