@@ -268,5 +268,7 @@ LOGGING = {
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        # The MCP SDK logs every stateless session's end at INFO.
+        "mcp": {"level": "WARNING"},
     },
 }

@@ -1,14 +1,22 @@
 """From raw signals to the score: calibrated relevance, recency, and the 70/30 blend.
 
-    relevance = 1 − (1 − dense)·(1 − lexical)          both in [0, 1]
-    recency   = 2^(−age_days / half_life)               age from valid_from
+    strength  = 1 − (1 − dense)·(1 − lexical)           absolute, in [0, 1]
+    relevance = (strength / best strength in the pool) ^ SPREAD_POWER
+    recency   = 2^(−age_days / half_life)                age from valid_from
     score     = 0.7 · relevance + 0.3 · recency
 
 `dense` maps cosine similarity onto [0, 1] with a per-model calibration (what counts as
 unrelated and as a strong match differs between models). `lexical` is the IDF-weighted
 share of query terms a chunk contains, scaled up when they are in the title or tags.
 Fusing with a probabilistic OR keeps absolute strength: either signal alone can make a
-memory relevant, both together make it more so, and nothing normalises a weak pool up.
+memory relevant, both together make it more so.
+
+The blend runs over a pool of the strongest candidates. Relevance is spread within it so
+the best candidate is 1 and weaker ones fall off faster than linearly: recency can reorder
+near-ties, never lift a weak match over a strong one. Two candidates that are versions of
+the same statement (their best chunks nearly identical in meaning) count as equally
+relevant, so recency prefers the newer one. Every constant was chosen by measurement on
+the open dev set (bench/quality.py; docs/quality.md).
 """
 
 from __future__ import annotations
@@ -20,7 +28,18 @@ from datetime import datetime
 
 RELEVANCE_WEIGHT = 0.7
 RECENCY_WEIGHT = 0.3
-TITLE_SHARE = 0.3
+
+
+@dataclass(frozen=True)
+class RankingParams:
+    title_share: float = 0.3  # how much of lexical strength needs the terms in title/tags
+    identifier_boost: float = 1.5  # IDF multiplier for ticket ids, error codes, versions
+    pool_size: int = 30  # candidates the blend ranks (by strength) — the rest are not returned
+    spread_power: float = 1.0
+    version_similarity: float | None = 0.65  # best-chunk cosine at which two candidates are versions
+
+
+PARAMS = RankingParams()
 
 
 class RankingMode(enum.StrEnum):
@@ -41,7 +60,7 @@ class Calibration:
 
 
 CALIBRATIONS = {
-    "local": Calibration(0.15, 0.70),
+    "local": Calibration(0.15, 0.80),
     "hash": Calibration(0.05, 0.60),
     "openai": Calibration(0.20, 0.65),
     "gemini": Calibration(0.45, 0.85),
@@ -54,13 +73,13 @@ def dense_strength(similarity: float, calibration: Calibration) -> float:
     return min(1.0, max(0.0, (similarity - calibration.floor) / span))
 
 
-def lexical_strength(body_hits: Sequence[bool], title_hits: Sequence[bool], weights: Sequence[float]) -> float:
+def lexical_strength(body_hits: Sequence[bool], title_hits: Sequence[bool], weights: Sequence[float], title_share: float) -> float:
     total = sum(weights)
     if total <= 0:
         return 0.0
     coverage = sum(w for w, hit in zip(weights, body_hits, strict=True) if hit) / total
     in_title = sum(w for w, hit in zip(weights, title_hits, strict=True) if hit) / total
-    return coverage * ((1 - TITLE_SHARE) + TITLE_SHARE * in_title)
+    return coverage * ((1 - title_share) + title_share * in_title)
 
 
 def fuse(dense: float, lexical: float) -> float:
@@ -72,7 +91,11 @@ def recency(valid_from: datetime, moment: datetime, half_life_days: float) -> fl
     return float(2 ** (-age_days / half_life_days))
 
 
-def relevance_for(mode: RankingMode, dense: float, lexical: float) -> float:
+def spread(strength: float, best: float, power: float) -> float:
+    return (strength / best) ** power if best > 0 else 0.0
+
+
+def strength_for(mode: RankingMode, dense: float, lexical: float) -> float:
     if mode is RankingMode.DENSE:
         return dense
     if mode is RankingMode.LEXICAL:

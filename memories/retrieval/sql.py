@@ -21,6 +21,8 @@ from django.db import connection, transaction
 # HNSW search breadth, and how far an iterative scan may go before giving up (pgvector ≥ 0.8).
 EF_SEARCH = 100
 MAX_SCAN_TUPLES = 40_000
+# Lexical matches that get the cover-density tie-break (see lexical_hits).
+RANK_POOL = 400
 
 
 @dataclass(frozen=True)
@@ -104,12 +106,36 @@ def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
 
 
-def lexical_hits(terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int) -> list[int]:
-    """Chunk ids matching at least one term, best first (IDF-weighted share of terms matched)."""
+def _candidate_query(terms: Sequence[str], common: Sequence[bool]) -> tuple[str, list[str]]:
+    """What selects lexical candidates: any selective term, or all of the common ones together."""
+    selective = [t for t, frequent in zip(terms, common, strict=True) if not frequent]
+    frequent = [t for t, frequent in zip(terms, common, strict=True) if frequent]
+    parts = ["plainto_tsquery('english', %s)"] * len(selective)
+    if frequent:
+        parts.append("(" + " && ".join(["plainto_tsquery('english', %s)"] * len(frequent)) + ")")
+    return "(" + " || ".join(parts) + ")", [*selective, *frequent]
+
+
+def lexical_hits(
+    terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int, *, common: Sequence[bool] | None = None
+) -> list[int]:
+    """Chunk ids matching the query's terms, best first (IDF-weighted share of terms matched).
+
+    A candidate contains at least one term, except that `common` terms (found in so many chunks
+    that their matches are a large share of the store) do not select candidates on their own:
+    a candidate then contains a selective term, or every common term of the query. Ranking
+    every match of a word like "update" in a 100k-memory organization is what made this query
+    slow (hundreds of ms); such chunks still count in the ranking when they also match, and
+    dense retrieval still finds them.
+
+    The cover-density tie-break (ts_rank_cd, the expensive part per row) runs on the
+    RANK_POOL best matches by term weight (newer first among equals), not on every match.
+    """
     if not terms:
         return []
     clause, params = where.sql()
     any_query, any_params = _any_term_query(terms)
+    match_query, match_params = _candidate_query(terms, common or [False] * len(terms))
     weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
     weighted_params: list[Any] = []
     for term, weight in zip(terms, weights, strict=True):
@@ -117,13 +143,18 @@ def lexical_hits(terms: Sequence[str], weights: Sequence[float], where: ChunkFil
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT c.id
-              FROM memories_memorychunk AS c
-             WHERE {clause} AND c.search_vector @@ {any_query}
-             ORDER BY ({weighted}) DESC, ts_rank_cd(c.search_vector, {any_query}) DESC, c.id
+            WITH matches AS MATERIALIZED (
+                SELECT c.id, c.search_vector, ({weighted}) AS weight
+                  FROM memories_memorychunk AS c
+                 WHERE {clause} AND c.search_vector @@ {match_query}
+                 ORDER BY weight DESC, c.valid_from DESC, c.id
+                 LIMIT %s
+            )
+            SELECT m.id FROM matches AS m
+             ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {any_query}) DESC, m.id
              LIMIT %s
             """,  # noqa: S608 - fixed fragments; values are parameters
-            [*params, *any_params, *weighted_params, *any_params, k],
+            [*weighted_params, *params, *match_params, max(k, RANK_POOL), *any_params, k],
         )
         return [row[0] for row in cursor.fetchall()]
 
@@ -160,6 +191,7 @@ class ScoredChunk:
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
+    vector: np.ndarray
 
 
 def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
@@ -173,7 +205,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
-                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[]
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.embedding::real[]
               FROM memories_memorychunk AS c
              WHERE c.id = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
@@ -189,6 +221,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
             similarity=float(r[4]) if r[4] is not None else 0.0,
             body_hits=tuple(bool(x) for x in r[5]) if terms else (),
             title_hits=tuple(bool(x) for x in r[6]) if terms else (),
+            vector=np.asarray(r[7], dtype=np.float32),
         )
         for r in rows
     ]

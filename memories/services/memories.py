@@ -40,7 +40,7 @@ MAX_TAGS = 20
 DEFAULT_SOURCE_RULES = {"GitHub": "engineering"}
 
 _CATEGORY = re.compile(r"^[a-z][a-z0-9_-]{0,49}$")
-_TAG = re.compile(r"^[\w][\w.+#/-]{0,49}$")
+_TAG = re.compile(r"^[^\s,]{1,50}$")
 
 
 class ScopeResolution:
@@ -102,7 +102,7 @@ def normalise_tags(tags: Sequence[str]) -> list[str]:
             continue
         if not _TAG.match(tag):
             raise ValidationFailed(
-                f"Tag {raw!r} is not valid: use up to 50 letters, digits and . + # / - _ characters, without spaces.",
+                f"Tag {raw!r} is not valid: a tag is 1–50 characters without spaces or commas.",
                 error_code="INVALID_TAGS",
                 details={"tag": raw},
             )
@@ -222,13 +222,16 @@ def _scope_by_rule(principal: Principal, source: str) -> tuple[Scope, str]:
 
 # -- create ------------------------------------------------------------------------------------
 def _readable_duplicate(principal: Principal, scope: Scope, digest: str, exclude: Memory | None) -> Memory | None:
-    candidates = Memory.objects.filter(
-        organization_id=principal.organization_id, scope=scope, content_hash=digest, status=Memory.Status.ACTIVE
-    ).order_by("created_at")
+    candidates = (
+        Memory.objects.filter(organization_id=principal.organization_id, scope=scope, content_hash=digest, status=Memory.Status.ACTIVE)
+        .only("id", "organization_id", "scope_id", "clearance_rank", "status", "valid_until")
+        .order_by("created_at")
+    )
     if exclude is not None:
         candidates = candidates.exclude(pk=exclude.pk)
     # Only a duplicate the writer can see may be returned; an invisible one must not leak.
-    return next((m for m in candidates if principal.can_read_memory(m)), None)
+    visible = next((m for m in candidates if principal.can_read_memory(m)), None)
+    return None if visible is None else Memory.objects.select_related("scope", "author").get(pk=visible.pk)
 
 
 def embedding_text(title: str, chunk: str) -> str:
