@@ -9,19 +9,23 @@ from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from functools import wraps
 from typing import Any
+from urllib.parse import quote
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import render, resolve_url
 from django.utils.dateparse import parse_datetime
+from django_htmx.http import HttpResponseClientRedirect
 
 from cortex_site.errors import NotFound, PermissionDenied
 from memories.access import Principal, clearance_names
 from memories.models import Memory
 from memories.selectors.memories import memory_for_history
 from memories.selectors.recall import RecallHit
+from memories.sessions import session_principal
 from memories.templatetags.cortex_ui import highlight_terms, plain_text
 
 PrincipalView = Callable[..., HttpResponse]
@@ -32,13 +36,17 @@ def principal_view(view: PrincipalView) -> Callable[..., HttpResponse]:
 
     A signed-in user without an organization gets the "not in an organization yet" page. A
     NotFound or PermissionDenied a view lets through becomes the shell's 404 or 403 page.
+    An htmx request whose session ended is sent to sign in as a whole page, not swapped into a fragment.
     """
 
-    @login_required
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        from memories.sessions import session_principal
+        if not request.user.is_authenticated and request.headers.get("HX-Request") == "true":
+            return HttpResponseClientRedirect(f"{resolve_url(settings.LOGIN_URL)}?next={quote(request.get_full_path())}")
+        return _signed_in(request, *args, **kwargs)
 
+    @login_required
+    def _signed_in(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         principal = session_principal(request)
         if principal is None:
             return render(request, "memories/no_organization.html", status=403)

@@ -287,6 +287,9 @@ def test_signed_out_visitors_are_sent_to_sign_in(policy: Memory) -> None:
     for path in ("/memories/", f"/memories/{policy.pk}/", "/memories/new/"):
         response = Client().get(path)
         assert response.status_code == 302 and response["Location"].startswith("/login/?next="), path
+    # An htmx request (search as you type after the session ended) reloads the whole page to sign in.
+    response = Client().get("/memories/?q=rate", headers={"HX-Request": "true", "HX-Target": "memory-results"})
+    assert response.status_code == 200 and response["HX-Redirect"] == "/login/?next=/memories/%3Fq%3Drate"
 
 
 # -- supersede and the chain ------------------------------------------------------------------------------
