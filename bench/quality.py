@@ -183,7 +183,7 @@ def latency(queries: list[dict[str, Any]], principal: Any, repeats: int = 3) -> 
 
     def pct(values: list[float], p: float) -> float:
         ordered = sorted(values)
-        return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
     return {
         "search_p50": statistics.median(search),
@@ -198,7 +198,7 @@ def explain(query_ids: list[str], queries: list[dict[str, Any]], ids: dict[str, 
     from memories.selectors.recall import RecallQuery, recall
 
     keys = {v: k for k, v in ids.items()}
-    wanted = [q for q in queries if q["id"] in query_ids or "all-recency" in query_ids and q["type"] == "recency"]
+    wanted = [q for q in queries if q["id"] in query_ids or ("all-recency" in query_ids and q["type"] == "recency")]
     for query in wanted:
         print(f"\n{query['id']} [{query['type']}] {query['query']!r} relevant={query['relevant']} older={query.get('older')}")
         for hit in recall(principal, RecallQuery(query=query["query"], limit=8), audit=False).hits:

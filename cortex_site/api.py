@@ -70,8 +70,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return error_response(status.HTTP_403_FORBIDDEN, "PERMISSION_DENIED", "You are not allowed to do this.")
     if isinstance(exc, exceptions.APIException):
         headers: dict[str, str] = {}
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            headers["Retry-After"] = str(int(exc.wait) + 1)
+        wait = getattr(exc, "wait", None) if isinstance(exc, exceptions.Throttled) else None
+        if wait is not None:
+            headers["Retry-After"] = str(int(wait) + 1)
         if isinstance(exc, exceptions.NotAuthenticated | exceptions.AuthenticationFailed):
             request: Request | None = context.get("request")
             view = context.get("view")
@@ -88,8 +89,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         if isinstance(exc, exceptions.ValidationError):
             return error_response(exc.status_code, code, _validation_message(exc.detail), {"fields": exc.detail}, headers)
         details: dict[str, Any] = {}
-        if isinstance(exc, exceptions.Throttled) and exc.wait is not None:
-            details["retry_after_seconds"] = int(exc.wait) + 1
+        if wait is not None:
+            details["retry_after_seconds"] = int(wait) + 1
         return error_response(exc.status_code, code, str(exc.detail), details, headers)
     logger.exception("Unhandled error in API view")
     return error_response(status.HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Something went wrong on our side; the request id identifies it in the logs.")

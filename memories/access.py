@@ -151,10 +151,10 @@ class Principal:
             return True
         if memory.status != "active":
             return False
+        if as_of is not None and memory.valid_from > as_of:
+            return False  # not yet valid at that moment
         moment = as_of or timezone.now()
-        if memory.valid_until is not None and memory.valid_until <= moment:
-            return False
-        return True
+        return memory.valid_until is None or memory.valid_until > moment
 
     def can_write_memory(self, memory: Any) -> bool:
         """May change this memory (supersede, patch): read it, write its scope, and hold its clearance."""

@@ -18,7 +18,7 @@ MEMORY_FIELDS = ["key", "title", "content", "scope", "category", "source", "sour
                  "author_name", "tags", "age_days"]
 LONG_MIN, BURIED_MIN_OFFSET, MIN_PER_TYPE = 3000, 1500, 15
 
-errors = []
+errors: list[str] = []
 
 
 def err(msg):

@@ -6,7 +6,7 @@ service or selector with the request's Principal, render with the shared represe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
@@ -43,7 +43,7 @@ class MemoryFieldsInput(StrictSerializer):
     content = serializers.CharField(trim_whitespace=False, allow_blank=True)
     scope = serializers.CharField(required=False, allow_null=True, allow_blank=True)
     category = serializers.CharField(required=False, allow_blank=True)
-    source = serializers.CharField(required=False)
+    source = serializers.CharField(required=False)  # type: ignore[assignment]  # a field named like Field.source
     source_url = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
     clearance_min = serializers.CharField(required=False, allow_null=True, allow_blank=True)
@@ -77,7 +77,7 @@ class RecallInput(StrictSerializer):
     scopes = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=True)
     category = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     tags = serializers.ListField(child=serializers.CharField(), required=False)
-    source = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    source = serializers.CharField(required=False, allow_blank=True, allow_null=True)  # type: ignore[assignment]
     as_of = serializers.DateTimeField(required=False, allow_null=True)
 
 
@@ -89,7 +89,7 @@ class MemoryOutput(serializers.Serializer):
     content = serializers.CharField()
     scope = serializers.CharField()
     category = serializers.CharField()
-    source = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]
     source_url = serializers.CharField(allow_null=True)
     author = serializers.DictField()
     tags = serializers.ListField(child=serializers.CharField())
@@ -267,7 +267,7 @@ class RecallView(APIView):
 
     @extend_schema(summary="Recall: ranked memories for a query", request=RecallInput, responses=RecallOutput)
     def post(self, request: Request) -> Response:
-        return self._answer(request, request.data)
+        return self._answer(request, cast(dict[str, Any], request.data))  # a non-object body fails validation (400)
 
     @extend_schema(
         summary="Recall (GET form)",

@@ -56,8 +56,7 @@ def memory_representation(memory: Memory, clearance_names: dict[int, str], visib
 def present_memories(principal: Principal, memories: Iterable[Memory]) -> list[dict[str, Any]]:
     """Memories rendered for a principal: clearance names and version links resolved in two queries."""
     memories = list(memories)
-    links = {m.supersedes_id for m in memories} | {m.superseded_by_id for m in memories}
-    links.discard(None)
+    links = {link for m in memories for link in (m.supersedes_id, m.superseded_by_id) if link is not None}
     visible = set(readable_base(principal).filter(pk__in=links).values_list("pk", flat=True)) if links else set()
     names = clearance_names(principal.organization_id)
     return [memory_representation(m, names, visible) for m in memories]

@@ -199,12 +199,12 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     embedded = time.perf_counter()
 
     terms, weights, common = _term_weights(principal.organization_id, query_terms(text))
-    pool = max(query.limit * 4, 40)
-    dense = sql.dense_hits(vector, where, pool, exact=exact) if scope_ids else []
+    k = max(query.limit * 4, 40)
+    dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
     # Chunks of one memory crowd each other out; widen until `limit` memories or nothing more.
-    while len({h.memory_id for h in dense}) < query.limit and len(dense) == pool and pool < 2000:
-        pool *= 4
-        dense = sql.dense_hits(vector, where, pool, exact=exact)
+    while len({h.memory_id for h in dense}) < query.limit and len(dense) == k and k < 2000:
+        k *= 4
+        dense = sql.dense_hits(vector, where, k, exact=exact)
     lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []
     candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
     scored = sql.score_chunks(candidates, vector, terms, where)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -13,7 +14,7 @@ from memories.chunking import OVERLAP, SINGLE_CHUNK_MAX, TARGET, chunk_text
 
 def _paragraphs(seed: int, count: int, words: tuple[int, int] = (20, 120)) -> str:
     rng = random.Random(seed)
-    vocabulary = "rollout canary latency budget incident review policy vendor laptop expense travel approve deploy".split()
+    vocabulary = ["rollout", "canary", "latency", "budget", "incident", "review", "policy", "vendor", "laptop", "expense", "travel", "approve", "deploy"]
     paragraphs = []
     for _ in range(count):
         sentence_words = [rng.choice(vocabulary) + ("." if rng.random() < 0.12 else "") for _ in range(rng.randint(*words))]
@@ -49,7 +50,7 @@ def test_long_content_splits_on_paragraph_boundaries_with_overlap() -> None:
     for chunk in chunks:
         assert text[chunk.start : chunk.end] == chunk.text
         assert len(chunk.text) <= TARGET + OVERLAP
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         overlap = before.end - after.start
         assert 0 < overlap <= OVERLAP + 5
     paragraph_starts = {0} | {i + 2 for i in range(len(text)) if text.startswith("\n\n", i)}
@@ -94,7 +95,7 @@ def test_every_non_space_character_is_covered_and_indexes_are_consecutive(text: 
         assert text[chunk.start : chunk.end] == chunk.text
         covered.update(range(chunk.start, chunk.end))
     assert {i for i, ch in enumerate(text) if not ch.isspace()} <= covered
-    assert all(b.start > a.start for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(b.start > a.start for a, b in itertools.pairwise(chunks))
 
 
 @pytest.mark.parametrize("length", [1401, 2500, 6000, 20000])

@@ -77,7 +77,7 @@ def test_status_filter_shows_history(acme: dict[str, Any], api: Any) -> None:
 @pytest.mark.django_db
 def test_detail_has_chunk_count_history_and_citation(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    long = "\n\n".join("Paragraph %d about the dock controller firmware and its retry policy. " % i * 6 for i in range(10))
+    long = "\n\n".join(f"Paragraph {i} about the dock controller firmware and its retry policy. " * 6 for i in range(10))
     memory = _remember(client, title="Dock firmware", content=long, source_url="https://wiki.acme.test/dock")
     body = client.get(f"/api/memories/{memory['id']}").json()
     assert body["chunk_count"] > 1

@@ -7,11 +7,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from conftest import ApiClient
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from django.utils import timezone
 
-from conftest import ApiClient
 from memories.access import Principal
 from memories.models import Membership, Memory, Scope, ScopeGrant
 from memories.services import tenancy

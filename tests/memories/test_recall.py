@@ -105,7 +105,7 @@ def test_unrelated_memories_are_not_returned(acme: dict[str, Any], api: Any) -> 
 @pytest.mark.django_db
 def test_buried_fact_in_a_long_document_is_found_with_its_chunk_as_snippet(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    filler = "\n\n".join("Section %d. The warehouse team reviews shelving layouts and pallet flows every quarter." % i for i in range(40))
+    filler = "\n\n".join(f"Section {i}. The warehouse team reviews shelving layouts and pallet flows every quarter." for i in range(40))
     doc = _remember(client, title="Warehouse handbook", content=filler + "\n\nThe fire marshal inspection code is FM-7731 and happens every March.\n\n" + filler)
     hit = _results(client, "fire marshal inspection code")[0]
     assert hit["memory"]["id"] == doc["id"]
@@ -116,7 +116,7 @@ def test_buried_fact_in_a_long_document_is_found_with_its_chunk_as_snippet(acme:
 @pytest.mark.django_db
 def test_memory_appears_once_even_when_many_chunks_match(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    content = "\n\n".join("Robot battery swap procedure step %d: remove the battery, check the battery contacts, insert the new battery." % i for i in range(30))
+    content = "\n\n".join(f"Robot battery swap procedure step {i}: remove the battery, check the battery contacts, insert the new battery." for i in range(30))
     doc = _remember(client, title="Battery swap", content=content)
     ids = [r["memory"]["id"] for r in _results(client, "battery swap procedure")]
     assert ids.count(doc["id"]) == 1
