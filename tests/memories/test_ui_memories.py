@@ -412,7 +412,7 @@ def test_detail_lists_conflicts_only_when_the_reader_can_see_both_memories(acme:
     html = html_of(signed_in(acme["employee"]).get(f"/memories/{newer.pk}/"))
     section = html.split('id="conflicts-title"')[1]
     assert f'href="/memories/{older.pk}/"' in section and "Open" in section
-    assert 'href="/conflicts/"' in section
+    assert 'href="/conflicts/"' in section and f'href="/conflicts/{conflict.pk}/"' in section
 
     # Once the older memory is above the contractor's clearance, the conflict is not shown at all.
     memory_patch(principal=principal(acme["manager"]), memory_id=older.pk, changes={"clearance_min": "Manager"})
