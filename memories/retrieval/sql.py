@@ -191,6 +191,7 @@ class ScoredChunk:
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
+    vector: np.ndarray
 
 
 def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
@@ -204,7 +205,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
-                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[]
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.embedding::real[]
               FROM memories_memorychunk AS c
              WHERE c.id = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
@@ -220,6 +221,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
             similarity=float(r[4]) if r[4] is not None else 0.0,
             body_hits=tuple(bool(x) for x in r[5]) if terms else (),
             title_hits=tuple(bool(x) for x in r[6]) if terms else (),
+            vector=np.asarray(r[7], dtype=np.float32),
         )
         for r in rows
     ]

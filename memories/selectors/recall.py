@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -34,7 +35,6 @@ from memories.services.embedding import embed_for_store
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
-IDENTIFIER_BOOST = 1.5
 DF_CAP = 2000
 SNIPPET_CHARS = 320
 
@@ -123,7 +123,7 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
             continue
         weight = idf(df, max(total, df))
         if is_identifier(term):
-            weight *= IDENTIFIER_BOOST
+            weight *= scoring.PARAMS.identifier_boost
         kept.append(term)
         weights.append(weight)
         common.append(df >= DF_CAP)
@@ -147,6 +147,30 @@ def _snippet(text: str, terms: Sequence[str]) -> str:
         space = text.rfind(" ", start, end)
         end = space if space > start + SNIPPET_CHARS // 2 else end
     return ("…" if start > 0 else "") + re.sub(r"\s+", " ", text[start:end]).strip() + ("…" if end < len(text) else "")
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    strength: float
+    dense: float
+    lexical: float
+    chunk: sql.ScoredChunk
+
+
+def _share_between_versions(pool: list[tuple[Memory, _Candidate]], threshold: float | None) -> list[float]:
+    """Strengths after versions share: a candidate whose best chunk says nearly the same as an older
+    candidate's is at least as relevant as that older one, so the blend's recency prefers it."""
+    strengths = [candidate.strength for _memory, candidate in pool]
+    if threshold is None or len(pool) < 2:
+        return strengths
+    vectors = np.stack([candidate.chunk.vector for _memory, candidate in pool])
+    similar = vectors @ vectors.T >= threshold
+    shared = list(strengths)
+    for i, (newer, _c) in enumerate(pool):
+        for j, (older, _d) in enumerate(pool):
+            if i != j and similar[i, j] and older.valid_from < newer.valid_from:
+                shared[i] = max(shared[i], strengths[j])
+    return shared
 
 
 def _mode() -> scoring.RankingMode:
@@ -175,35 +199,43 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     embedded = time.perf_counter()
 
     terms, weights, common = _term_weights(principal.organization_id, query_terms(text))
-    pool = max(query.limit * 4, 40)
-    dense = sql.dense_hits(vector, where, pool, exact=exact) if scope_ids else []
+    k = max(query.limit * 4, 40)
+    dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
     # Chunks of one memory crowd each other out; widen until `limit` memories or nothing more.
-    while len({h.memory_id for h in dense}) < query.limit and len(dense) == pool and pool < 2000:
-        pool *= 4
-        dense = sql.dense_hits(vector, where, pool, exact=exact)
+    while len({h.memory_id for h in dense}) < query.limit and len(dense) == k and k < 2000:
+        k *= 4
+        dense = sql.dense_hits(vector, where, k, exact=exact)
     lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []
     candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
     scored = sql.score_chunks(candidates, vector, terms, where)
 
+    params = scoring.PARAMS
     calibration = scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION)
-    best: dict[Any, tuple[float, float, float, sql.ScoredChunk]] = {}
+    best: dict[Any, _Candidate] = {}
     for chunk in scored:
         d = scoring.dense_strength(chunk.similarity, calibration)
-        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, weights) if terms else 0.0
-        rel = scoring.relevance_for(mode, d, lx)
-        if rel <= 0.0:
+        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, weights, params.title_share) if terms else 0.0
+        strength = scoring.strength_for(mode, d, lx)
+        if strength <= 0.0:
             continue  # below the unrelated floor and no term in common: not a match at all
-        if chunk.memory_id not in best or rel > best[chunk.memory_id][0]:
-            best[chunk.memory_id] = (rel, d, lx, chunk)
+        if chunk.memory_id not in best or strength > best[chunk.memory_id].strength:
+            best[chunk.memory_id] = _Candidate(strength, d, lx, chunk)
 
     memories = {m.pk: m for m in Memory.objects.filter(pk__in=list(best)).select_related("scope", "author")}
+    # Defence in depth: the SQL filtered already; the Principal has the last word.
+    pool = [
+        (memories[memory_id], candidate)
+        for memory_id, candidate in best.items()
+        if memory_id in memories and principal.can_read_memory(memories[memory_id], as_of=query.as_of)
+    ]
+    pool.sort(key=lambda pair: -pair[1].strength)
+    pool = pool[: max(params.pool_size, query.limit)]
+    effective = _share_between_versions(pool, params.version_similarity)
+    top = max(effective, default=0.0)
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
     hits: list[RecallHit] = []
-    for memory_id, (rel, d, lx, chunk) in best.items():
-        memory = memories.get(memory_id)
-        # Defence in depth: the SQL filtered already; the Principal has the last word.
-        if memory is None or not principal.can_read_memory(memory, as_of=query.as_of):
-            continue
+    for (memory, candidate), strength in zip(pool, effective, strict=True):
+        rel = scoring.spread(strength, top, params.spread_power)
         rec = scoring.recency(memory.valid_from, moment, half_life)
         hits.append(
             RecallHit(
@@ -211,10 +243,10 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
                 score=round(scoring.final_score(mode, rel, rec), 6),
                 relevance=round(rel, 6),
                 recency=round(rec, 6),
-                snippet=_snippet(chunk.text, terms),
-                chunk_index=chunk.index,
-                dense=round(d, 6),
-                lexical=round(lx, 6),
+                snippet=_snippet(candidate.chunk.text, terms),
+                chunk_index=candidate.chunk.index,
+                dense=round(candidate.dense, 6),
+                lexical=round(candidate.lexical, 6),
             )
         )
     hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))
