@@ -47,15 +47,16 @@ def load_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def start_environment(stack: ExitStack, embedder: str) -> None:
+def start_environment(stack: ExitStack, embedder: str, with_conflicts: bool) -> None:
     sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
     os.environ["CORTEX_EMBEDDER"] = embedder
     os.environ.setdefault("CORTEX_TESTING", "1")
     os.environ.setdefault("SECRET_KEY", "quality-bench")
-    # No worker: post-write work (conflict resolution may supersede duplicates) would change the corpus
-    # under measurement; retrieval is measured on the memories exactly as loaded.
-    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "0"
+    # By default no post-write work runs (no worker): retrieval is measured on the memories exactly as
+    # loaded. --with-conflicts runs it in-process, as the product does on a worker: conflict detection
+    # with the organization's auto policy may supersede duplicates and outdated versions.
+    os.environ["CELERY_TASK_ALWAYS_EAGER"] = "1" if with_conflicts else "0"
     os.environ.setdefault("LOG_LEVEL", "WARNING")
     os.environ.setdefault("CORTEX_API_RATE", "1000000/min")
     if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
@@ -276,6 +277,8 @@ def render(report: dict[str, Any]) -> str:
         f"query embedding p50 {lat['embed_p50']:.1f} ms, p95 {lat['embed_p95']:.1f} ms."
     )
     lines.append(f"Loading {report['memories']} memories through POST /api/memories took {report['load_seconds']:.1f} s.")
+    if report.get("with_conflicts"):
+        lines.append(f"Post-write conflict detection (auto policy) ran while loading and superseded {report['superseded_by_conflicts']} memories.")
     return "\n".join(lines)
 
 
@@ -286,13 +289,14 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the raw report as JSON")
     parser.add_argument("--failures", action="store_true", help="print queries whose answer is not in the top 5 (full score)")
     parser.add_argument("--explain", nargs="*", default=[], help="query ids whose top 8 hits to print with their score parts")
+    parser.add_argument("--with-conflicts", action="store_true", help="run post-write work (conflict detection and resolution) while loading")
     parser.add_argument("--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table")
     args = parser.parse_args()
 
     memories = load_jsonl(DATA / "memories.jsonl")
     queries = load_jsonl(DATA / "queries.jsonl")
     with ExitStack() as stack:
-        start_environment(stack, args.embedder)
+        start_environment(stack, args.embedder, args.with_conflicts)
         client, ids, load_seconds, member = build_world(memories)
         report: dict[str, Any] = {"memories": len(memories), "queries": len(queries), "load_seconds": load_seconds, "modes": {}}
         all_runs = {}
@@ -315,6 +319,11 @@ def main() -> int:
         report["latency"] = latency(queries, Principal(member))
         explain(args.explain, queries, ids, Principal(member))
         report["embedder"] = args.embedder
+        report["with_conflicts"] = args.with_conflicts
+        if args.with_conflicts:
+            from memories.models import Memory
+
+            report["superseded_by_conflicts"] = Memory.objects.filter(organization_id=member.organization_id, status="superseded").count()
 
     table = render(report)
     print(table)
