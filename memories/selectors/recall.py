@@ -221,15 +221,24 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if chunk.memory_id not in best or strength > best[chunk.memory_id].strength:
             best[chunk.memory_id] = _Candidate(strength, d, lx, chunk)
 
-    memories = {m.pk: m for m in Memory.objects.filter(pk__in=list(best)).select_related("scope", "author")}
-    # Defence in depth: the SQL filtered already; the Principal has the last word.
-    pool = [
-        (memories[memory_id], candidate)
-        for memory_id, candidate in best.items()
-        if memory_id in memories and principal.can_read_memory(memories[memory_id], as_of=query.as_of)
-    ]
-    pool.sort(key=lambda pair: -pair[1].strength)
-    pool = pool[: max(params.pool_size, query.limit)]
+    # Only the strongest candidates can be in the pool: load their memories, not every candidate's
+    # (a wide dense pool brings ~100+ memories, and loading them was a large share of the time).
+    size = max(params.pool_size, query.limit)
+    ranked = sorted(best.items(), key=lambda item: -item[1].strength)
+    pool: list[tuple[Memory, _Candidate]] = []
+    for start in range(0, len(ranked), size):
+        batch = ranked[start : start + size]
+        ids = [memory_id for memory_id, _ in batch]
+        memories = {m.pk: m for m in Memory.objects.filter(pk__in=ids).select_related("scope", "author")}
+        # Defence in depth: the SQL filtered already; the Principal has the last word.
+        pool += [
+            (memories[memory_id], candidate)
+            for memory_id, candidate in batch
+            if memory_id in memories and principal.can_read_memory(memories[memory_id], as_of=query.as_of)
+        ]
+        if len(pool) >= size:
+            break
+    pool = pool[:size]
     effective = _share_between_versions(pool, params.version_similarity)
     top = max(effective, default=0.0)
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
