@@ -12,8 +12,8 @@ Fusing with a probabilistic OR keeps absolute strength: either signal alone can 
 memory relevant, both together make it more so.
 
 The blend runs over a pool of the strongest candidates. Relevance is spread within it so
-the best candidate is 1 and weaker ones fall off faster than linearly: recency can reorder
-near-ties, never lift a weak match over a strong one. Two candidates that are versions of
+the best candidate is 1; recency (at most 0.3) can reorder near-ties, never lift a weak match
+over a strong one, and candidates below a fifth of the best's strength are dropped as noise. Two candidates that are versions of
 the same statement (their best chunks nearly identical in meaning) count as equally
 relevant, so recency prefers the newer one. Every constant was chosen by measurement on
 the open dev set (bench/quality.py; docs/quality.md).
@@ -37,6 +37,7 @@ class RankingParams:
     pool_size: int = 30  # candidates the blend ranks (by strength) — the rest are not returned
     spread_power: float = 1.0
     version_similarity: float | None = 0.65  # best-chunk cosine at which two candidates are versions
+    min_share: float = 0.2  # candidates weaker than this share of the strongest are noise, not results
 
 
 PARAMS = RankingParams()

@@ -241,6 +241,8 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     pool = pool[:size]
     effective = _share_between_versions(pool, params.version_similarity)
     top = max(effective, default=0.0)
+    kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
+    pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
     hits: list[RecallHit] = []
     for (memory, candidate), strength in zip(pool, effective, strict=True):
