@@ -81,6 +81,19 @@ class RecallInput(StrictSerializer):
     as_of = serializers.DateTimeField(required=False, allow_null=True)
 
 
+def recall_query(values: dict[str, Any]) -> RecallQuery:
+    """The RecallQuery for validated RecallInput values (REST and MCP build it the same way)."""
+    return RecallQuery(
+        query=values["query"],
+        limit=values["limit"],
+        scopes=values.get("scopes") or None,
+        category=values.get("category") or None,
+        tags=values.get("tags") or (),
+        source=values.get("source") or None,
+        as_of=values.get("as_of"),
+    )
+
+
 class MemoryOutput(serializers.Serializer):
     """Documentation of the memory shape (rendering uses memory_representation)."""
 
@@ -253,16 +266,7 @@ class RecallView(APIView):
         principal = request_principal(request)
         serializer = RecallInput(data=data)
         serializer.is_valid(raise_exception=True)
-        values = serializer.validated_data
-        query = RecallQuery(
-            query=values["query"],
-            limit=values["limit"],
-            scopes=values.get("scopes") or None,
-            category=values.get("category") or None,
-            tags=values.get("tags") or (),
-            source=values.get("source") or None,
-            as_of=values.get("as_of"),
-        )
+        query = recall_query(serializer.validated_data)
         return Response(recall_response(principal, recall(principal, query)))
 
     @extend_schema(summary="Recall: ranked memories for a query", request=RecallInput, responses=RecallOutput)

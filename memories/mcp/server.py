@@ -36,14 +36,14 @@ from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, ValidationFailed
 from memories.access import Principal
-from memories.api.memories import MemoryCreateInput, RecallInput
+from memories.api.memories import MemoryCreateInput, RecallInput, recall_query
 from memories.api.representation import citation, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
 from memories.models import Memory
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
-from memories.selectors.recall import MAX_LIMIT, RecallQuery, recall
+from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
 
 logger = logging.getLogger(__name__)
@@ -231,13 +231,7 @@ async def remember(
 # -- recall ----------------------------------------------------------------------------------------
 def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
     values = _validated(RecallInput, {name: value for name, value in arguments.items() if value is not None})
-    query = RecallQuery(
-        query=values["query"],
-        limit=values["limit"],
-        scopes=values.get("scopes") or None,
-        category=values.get("category") or None,
-        tags=values.get("tags") or (),
-    )
+    query = recall_query(values)
     try:
         found = recall(principal, query)
         hits, took_ms = found.hits, found.took_ms
