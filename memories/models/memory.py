@@ -81,7 +81,8 @@ class Memory(models.Model):
         ]
 
     def __str__(self) -> str:
-        return self.title
+        # The id, never the title: str() ends up in logs and the admin, which are not clearance-gated.
+        return f"Memory {self.pk}"
 
     @property
     def author_display(self) -> str:
