@@ -112,9 +112,15 @@ def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
 
 
 def _candidate_query(terms: Sequence[str], common: Sequence[bool]) -> tuple[str, list[str]]:
-    """What selects lexical candidates: any selective term, or all of the common ones together."""
+    """What selects lexical candidates: any selective term, or all of the common ones together.
+
+    A lone common term next to selective ones selects nothing by itself; a query of common
+    terms only needs them all.
+    """
     selective = [t for t, frequent in zip(terms, common, strict=True) if not frequent]
     frequent = [t for t, frequent in zip(terms, common, strict=True) if frequent]
+    if len(frequent) == 1 and selective:
+        frequent = []
     parts = ["plainto_tsquery('english', %s)"] * len(selective)
     if frequent:
         parts.append("(" + " && ".join(["plainto_tsquery('english', %s)"] * len(frequent)) + ")")
@@ -128,7 +134,8 @@ def lexical_hits(
 
     A candidate contains at least one term, except that `common` terms (found in so many chunks
     that their matches are a large share of the store) do not select candidates on their own:
-    a candidate then contains a selective term, or every common term of the query. Ranking
+    a candidate then contains a selective term, or every common term of the query (when it has
+    more than one, or nothing else). Ranking
     every match of a word like "update" in a 100k-memory organization is what made this query
     slow (hundreds of ms); such chunks still count in the ranking when they also match, and
     dense retrieval still finds them.
@@ -140,16 +147,21 @@ def lexical_hits(
         return []
     clause, params = where.sql()
     any_query, any_params = _any_term_query(terms)
-    match_query, match_params = _candidate_query(terms, common or [False] * len(terms))
-    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    flags = list(common or [False] * len(terms))
+    match_query, match_params = _candidate_query(terms, flags)
+    weighted = "(" + " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms)) + ")"
     weighted_params: list[Any] = []
     for term, weight in zip(terms, weights, strict=True):
         weighted_params += [weight, term]
+    if all(flags):
+        # Only common terms: every candidate contains all of them, so all weigh the same and
+        # testing each term against each of (thousands of) candidates would be wasted work.
+        weighted, weighted_params = "0", []
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
             WITH matches AS MATERIALIZED (
-                SELECT c.id, c.search_vector, ({weighted}) AS weight
+                SELECT c.id, c.search_vector, {weighted} AS weight
                   FROM memories_memorychunk AS c
                  WHERE {clause} AND c.search_vector @@ {match_query}
                  ORDER BY weight DESC, c.valid_from DESC, c.id
