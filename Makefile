@@ -27,6 +27,11 @@ test: $(STAMP) browser
 test-fast: $(STAMP)
 	$(BIN)/python -m cortex_site.runner test -m "not slow"
 
+## make bench — recall latency, HNSW agreement and ingest throughput (docs/benchmarks.md); starts and
+## stops its own embedded services under $CORTEX_BENCH_HOME (default /tmp/cortex-bench). BENCH_ARGS="--sizes 10000" for a quick run.
+bench: $(STAMP)
+	$(BIN)/python bench/recall.py $(BENCH_ARGS)
+
 ## Debian's chromium for the browser tests (never a downloaded browser build).
 browser:
 	@command -v chromium >/dev/null 2>&1 || { \
