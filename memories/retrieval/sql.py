@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -111,20 +112,8 @@ def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
 
 
-def _candidate_query(terms: Sequence[str], common: Sequence[bool]) -> tuple[str, list[str]]:
-    """What selects lexical candidates: any selective term, or all of the common ones together.
-
-    A lone common term next to selective ones selects nothing by itself; a query of common
-    terms only needs them all.
-    """
-    selective = [t for t, frequent in zip(terms, common, strict=True) if not frequent]
-    frequent = [t for t, frequent in zip(terms, common, strict=True) if frequent]
-    if len(frequent) == 1 and selective:
-        frequent = []
-    parts = ["plainto_tsquery('english', %s)"] * len(selective)
-    if frequent:
-        parts.append("(" + " && ".join(["plainto_tsquery('english', %s)"] * len(frequent)) + ")")
-    return "(" + " || ".join(parts) + ")", [*selective, *frequent]
+def _all_terms_query(terms: Sequence[str]) -> str:
+    return "(" + " && ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")"
 
 
 def lexical_hits(
@@ -134,44 +123,60 @@ def lexical_hits(
 
     A candidate contains at least one term, except that `common` terms (found in so many chunks
     that their matches are a large share of the store) do not select candidates on their own:
-    a candidate then contains a selective term, or every common term of the query (when it has
-    more than one, or nothing else). Ranking
-    every match of a word like "update" in a 100k-memory organization is what made this query
-    slow (hundreds of ms); such chunks still count in the ranking when they also match, and
-    dense retrieval still finds them.
+    a candidate contains a selective term, or every common term of the query (when it has more
+    than one, or nothing else). Ranking every match of a word like "update" in a 100k-memory
+    organization is what made this query slow (hundreds of ms); such chunks still count in the
+    ranking when they also match, and dense retrieval still finds them.
 
-    The cover-density tie-break (ts_rank_cd, the expensive part per row) runs on the
-    RANK_POOL best matches by term weight (newer first among equals), not on every match.
+    The two kinds of candidates are gathered separately: chunks with a selective term are
+    weighted term by term; chunks with every common term and no selective one all weigh the
+    same (the common terms' sum), so nothing is computed per chunk for them. The cover-density
+    tie-break (ts_rank_cd, the expensive part per row) runs on the RANK_POOL best of each kind
+    (newer first among equals), not on every match.
     """
     if not terms:
         return []
     clause, params = where.sql()
-    any_query, any_params = _any_term_query(terms)
     flags = list(common or [False] * len(terms))
-    match_query, match_params = _candidate_query(terms, flags)
-    weighted = "(" + " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms)) + ")"
-    weighted_params: list[Any] = []
-    for term, weight in zip(terms, weights, strict=True):
-        weighted_params += [weight, term]
-    if all(flags):
-        # Only common terms: every candidate contains all of them, so all weigh the same and
-        # testing each term against each of (thousands of) candidates would be wasted work.
-        weighted, weighted_params = "0", []
+    selective = [t for t, frequent in zip(terms, flags, strict=True) if not frequent]
+    frequent = [t for t, frequent in zip(terms, flags, strict=True) if frequent]
+    pool = max(k, RANK_POOL)
+    branches: list[str] = []
+    branch_params: list[Any] = []
+    if selective:
+        selective_query, selective_params = _any_term_query(selective)
+        weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+        for term, weight in zip(terms, weights, strict=True):
+            branch_params += [weight, term]
+        branches.append(
+            f"""(SELECT c.id, c.search_vector, ({weighted}) AS weight
+                   FROM memories_memorychunk AS c
+                  WHERE {clause} AND c.search_vector @@ {selective_query}
+                  ORDER BY weight DESC, c.valid_from DESC, c.id
+                  LIMIT %s)"""  # noqa: S608 - fixed fragments; values are parameters
+        )
+        branch_params += [*params, *selective_params, pool]
+    if frequent and (len(frequent) > 1 or not selective):
+        exclude = f"AND NOT (c.search_vector @@ {selective_query})" if selective else ""
+        branches.append(
+            f"""(SELECT c.id, c.search_vector, %s::numeric AS weight
+                   FROM memories_memorychunk AS c
+                  WHERE {clause} AND c.search_vector @@ {_all_terms_query(frequent)} {exclude}
+                  ORDER BY c.valid_from DESC, c.id
+                  LIMIT %s)"""  # noqa: S608 - fixed fragments; values are parameters
+        )
+        common_weight = sum(w for w, frequent_term in zip(weights, flags, strict=True) if frequent_term)
+        branch_params += [common_weight, *params, *frequent, *(selective_params if selective else []), pool]
+    any_query, any_params = _any_term_query(terms)
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH matches AS MATERIALIZED (
-                SELECT c.id, c.search_vector, {weighted} AS weight
-                  FROM memories_memorychunk AS c
-                 WHERE {clause} AND c.search_vector @@ {match_query}
-                 ORDER BY weight DESC, c.valid_from DESC, c.id
-                 LIMIT %s
-            )
+            WITH matches AS MATERIALIZED ({" UNION ALL ".join(branches)})
             SELECT m.id FROM matches AS m
              ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {any_query}) DESC, m.id
              LIMIT %s
             """,  # noqa: S608 - fixed fragments; values are parameters
-            [*weighted_params, *params, *match_params, max(k, RANK_POOL), *any_params, k],
+            [*branch_params, *any_params, k],
         )
         return [row[0] for row in cursor.fetchall()]
 
@@ -208,7 +213,11 @@ class ScoredChunk:
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
-    vector: np.ndarray
+    vector_text: str  # parsed on first use: only the ranking pool's vectors are ever needed
+
+    @cached_property
+    def vector(self) -> np.ndarray:
+        return parse_vector(self.vector_text)
 
 
 def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
@@ -239,7 +248,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
             body_hits=tuple(bool(x) for x in r[5]) if terms else (),
             title_hits=tuple(bool(x) for x in r[6]) if terms else (),
             # A chunk without a vector (mid re-embed) still has its lexical signal.
-            vector=parse_vector(r[7]) if r[7] is not None else np.zeros(len(query_vector), dtype=np.float32),
+            vector_text=r[7] if r[7] is not None else vector_literal(np.zeros(len(query_vector), dtype=np.float32)),
         )
         for r in rows
     ]
