@@ -18,6 +18,7 @@ is the same in development and production.
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import signal
@@ -29,6 +30,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO
 
 from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
 
@@ -45,23 +47,42 @@ def _say(message: str) -> None:
 
 
 class RunLock:
-    """One `make run` per CORTEX_HOME. A lock left by a dead process is stale and is cleared."""
+    """One `make run` per CORTEX_HOME.
+
+    An exclusive flock on run/cortex.lock, held while we run, decides between two starts racing
+    each other; the pid in run/cortex.pid names the holder in messages. A pid file left by a dead
+    process is stale and is cleared.
+    """
 
     def __init__(self, home: Path) -> None:
         self.path = home / "run" / "cortex.pid"
+        self.lock_path = home / "run" / "cortex.lock"
+        self._lock_file: IO[str] | None = None
+
+    def _refuse(self, pid: int | str) -> EmbeddedServiceError:
+        return EmbeddedServiceError(
+            f"Cortex is already running from {self.path.parent.parent} (pid {pid}). "
+            f"Stop it first (Ctrl-C in its terminal, or `kill {pid}`), or use another CORTEX_HOME."
+        )
 
     def acquire(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        lock_file = open(self.lock_path, "a+")  # noqa: SIM115 - held open for the life of the run
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            holder = self.path.read_text().strip() if self.path.exists() else "unknown"
+            raise self._refuse(holder) from None
+        self._lock_file = lock_file
         if self.path.exists():
             try:
                 pid = int(self.path.read_text().strip())
             except ValueError:
                 pid = -1
             if pid > 0 and pid != os.getpid() and _pid_alive(pid):
-                raise EmbeddedServiceError(
-                    f"Cortex is already running from {self.path.parent.parent} (pid {pid}). "
-                    f"Stop it first (Ctrl-C in its terminal, or `kill {pid}`), or use another CORTEX_HOME."
-                )
+                self.release()
+                raise self._refuse(pid)
             _say(f"clearing a stale lock left by pid {pid} (that process is gone)")
         self.path.write_text(f"{os.getpid()}\n")
 
@@ -71,6 +92,10 @@ class RunLock:
                 self.path.unlink()
         except FileNotFoundError:
             pass
+        if self._lock_file is not None:
+            fcntl.flock(self._lock_file, fcntl.LOCK_UN)
+            self._lock_file.close()
+            self._lock_file = None
 
 
 @contextmanager

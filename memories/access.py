@@ -89,8 +89,9 @@ class Principal:
     def _token_scope_ids(self) -> frozenset[int] | None:
         if self.token is None:
             return None
-        ids = frozenset(self.token.scopes.values_list("id", flat=True))
-        return ids or None  # an empty set means "not narrowed"
+        if not self.token.narrowed:
+            return None
+        return frozenset(self.token.scopes.values_list("id", flat=True))
 
     @cached_property
     def _scopes(self) -> dict[int, Scope]:

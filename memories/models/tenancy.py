@@ -183,6 +183,9 @@ class ApiToken(models.Model):
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
     scopes = models.ManyToManyField(Scope, blank=True, related_name="+")
+    # Narrowed tokens read only `scopes` — even when those scopes are later deleted and the set is
+    # empty, which then means nothing rather than everything.
+    narrowed = models.BooleanField(default=False)
     read_only = models.BooleanField(default=False)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)

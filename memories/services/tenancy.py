@@ -80,7 +80,12 @@ def organization_create(*, slug: str, name: str = "", ladder: tuple[str, ...] = 
     _check_slug(slug, "organization slug")
     if Organization.objects.filter(slug=slug).exists():
         raise Conflict(f"An organization with slug {slug!r} already exists.", error_code="ORGANIZATION_EXISTS")
-    organization = Organization.objects.create(slug=slug, name=name.strip() or slug)
+    try:
+        with transaction.atomic():
+            organization = Organization.objects.create(slug=slug, name=name.strip() or slug)
+    except IntegrityError:
+        # Lost a race with a concurrent create of the same slug.
+        raise Conflict(f"An organization with slug {slug!r} already exists.", error_code="ORGANIZATION_EXISTS") from None
     ClearanceLevel.objects.bulk_create(
         ClearanceLevel(organization=organization, name=rung, rank=index) for index, rung in enumerate(ladder)
     )
@@ -302,7 +307,13 @@ def token_create(
         prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     token = ApiToken.objects.create(
-        membership=membership, name=name, prefix=prefix, secret_hash=_hash_secret(raw), read_only=read_only, expires_at=expires_at
+        membership=membership,
+        name=name,
+        prefix=prefix,
+        secret_hash=_hash_secret(raw),
+        read_only=read_only,
+        expires_at=expires_at,
+        narrowed=bool(scopes),
     )
     token.scopes.set(scopes)
     record(

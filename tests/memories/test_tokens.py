@@ -118,3 +118,16 @@ def test_read_only_token_writes_nowhere(make_org: Any, make_member: Any, api: An
     rows = api(member, read_only=True).get("/api/scopes").json()["results"]
     assert rows and all(row["can_write"] is False for row in rows)
     assert api(member).get("/api/scopes").json()["results"][0]["can_write"] is True
+
+
+@pytest.mark.django_db
+def test_a_narrowed_token_whose_scopes_are_deleted_reads_nothing_rather_than_everything(make_org: Any, make_member: Any, make_scope: Any, api: Any) -> None:
+    from memories.models import Scope
+
+    org = make_org()
+    make_scope(org, "temporary")
+    member = make_member(org, grants={"temporary": True})
+    client = api(member, scope_slugs=["temporary"])
+    assert [row["slug"] for row in client.get("/api/scopes").json()["results"]] == ["temporary"]
+    Scope.objects.filter(organization=org, slug="temporary").delete()
+    assert client.get("/api/scopes").json()["results"] == []
