@@ -198,9 +198,13 @@ def setup_django(reload: bool = False) -> None:
     import django
 
     django.setup()
+    from django.core.cache import cache
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
+    # Every bench database has organization id 1 and they share one Redis: cached term
+    # frequencies of one corpus must not leak into the next.
+    cache.clear()
 
 
 def make_org(slug: str) -> tuple[Any, Any, Any]:

@@ -36,6 +36,11 @@ from memories.services.embedding import embed_for_store
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
 DF_CAP = 2000
+# A term is "common" — it does not select lexical candidates alone (sql.lexical_hits) — when it
+# is in COMMON_SHARE of the organization's chunks, and never below COMMON_FLOOR chunks (small
+# stores are unaffected) nor above DF_CAP (what the frequency count can see).
+COMMON_SHARE = 0.05
+COMMON_FLOOR = 500
 SNIPPET_CHARS = 320
 
 
@@ -100,7 +105,7 @@ def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
 def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], list[float], list[bool]]:
     """Drop stop words; weight each remaining term by its rarity in the organization.
 
-    Also says which terms are common (in DF_CAP chunks or more): those do not select lexical
+    Also says which terms are common (see COMMON_SHARE): those do not select lexical
     candidates on their own (see sql.lexical_hits).
     """
     total_key = f"recall:chunks:{organization_id}"
@@ -110,6 +115,7 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
     if total is None:
         total = max(1, MemoryChunk.objects.filter(organization_id=organization_id, status=Memory.Status.ACTIVE).count())
         cache.set(total_key, total, 300)
+    common_from = min(DF_CAP, max(COMMON_FLOOR, int(total * COMMON_SHARE)))
     kept: list[str] = []
     weights: list[float] = []
     common: list[bool] = []
@@ -126,7 +132,7 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
             weight *= scoring.PARAMS.identifier_boost
         kept.append(term)
         weights.append(weight)
-        common.append(df >= DF_CAP)
+        common.append(df >= common_from)
     if computed:
         cache.set_many(computed, 600)
     return kept, weights, common

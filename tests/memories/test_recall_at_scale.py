@@ -1,7 +1,8 @@
 """Recall's large-organization paths: common terms, the bounded tie-break, the pool-only load.
 
-At test scale no term reaches DF_CAP, so these tests lower it: a term found in DF_CAP chunks or
-more is "common" and does not select lexical candidates on its own.
+At test scale no term is common (in COMMON_SHARE of the chunks, at least COMMON_FLOOR, at most
+DF_CAP), so these tests lower the thresholds; a common term does not select lexical candidates
+on its own.
 """
 
 from __future__ import annotations
@@ -89,6 +90,7 @@ def test_recall_marks_frequent_terms_common_and_still_finds_the_answer(
     reader: Principal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(recall_module, "DF_CAP", 3)
+    monkeypatch.setattr(recall_module, "COMMON_FLOOR", 3)
     for n in range(4):
         store(reader, f"Routine update number {n} about the office plants.")
     answer = store(reader, "Update: the VPN moved to Tailscale; install the new client.", title="VPN update")
