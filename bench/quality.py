@@ -14,7 +14,7 @@ Metrics (k = 1, 5, 10):
 - MRR@10: mean reciprocal rank of the first grade-2 memory within the top 10;
 - nDCG@10: graded (2 = the answer, 1 = useful) normalised discounted cumulative gain;
 - recency pairs: for recency queries, the share of (newer, older) pairs where the newer
-  version ranks above the older one (an older one missing from the top 50 counts as below).
+  version is found (top 50) and ranks above the older one (a missing older one counts as below).
 
 Uses DATABASE_URL / REDIS_URL when set; otherwise starts throwaway embedded PostgreSQL and
 Redis (as `make test` does) and removes them afterwards.
@@ -166,7 +166,8 @@ def recency_pairs(runs: list[dict[str, Any]]) -> tuple[int, int]:
         for old in query.get("older", []):
             for new in newer:
                 total += 1
-                if position.get(new, 10_000) < position.get(old, 10_001):
+                # The newer must be found at all (top 50); an older one that is missing counts as below it.
+                if new in position and position[new] < position.get(old, len(position)):
                     wins += 1
     return wins, total
 
