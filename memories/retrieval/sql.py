@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -63,11 +62,6 @@ class ChunkFilter:
         return " AND ".join(clauses), params
 
 
-def parse_vector(text: str) -> np.ndarray:
-    """A vector from its text form '[0.1,0.2,...]' (several times faster than a real[] array)."""
-    return np.array(text[1:-1].split(","), dtype=np.float32)
-
-
 def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{x:.7g}" for x in vector.tolist()) + "]"
 
@@ -88,9 +82,11 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
             # Sequential scan: the ground truth the benchmark compares the index path against.
             cursor.execute("SET LOCAL enable_indexscan = off")
         else:
-            cursor.execute(f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}")
-            cursor.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            cursor.execute(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+            # One round trip for the three settings (they end with the transaction).
+            cursor.execute(
+                f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
+                f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+            )
         cursor.execute(
             f"""
             WITH hits AS MATERIALIZED (
@@ -112,96 +108,69 @@ def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
 
 
-def _all_terms_query(terms: Sequence[str]) -> str:
-    return "(" + " && ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")"
-
-
 def lexical_hits(
     terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int, *, common: Sequence[bool] | None = None
 ) -> list[int]:
-    """Chunk ids matching the query's terms, best first (IDF-weighted share of terms matched).
+    """Chunk ids containing at least one selective query term, best first (IDF-weighted share of
+    the query's terms they contain, then cover density).
 
-    A candidate contains at least one term, except that `common` terms (found in so many chunks
-    that their matches are a large share of the store) do not select candidates on their own:
-    a candidate contains a selective term, or every common term of the query (when it has more
-    than one, or nothing else). Ranking every match of a word like "update" in a 100k-memory
-    organization is what made this query slow (hundreds of ms); such chunks still count in the
-    ranking when they also match, and dense retrieval still finds them.
-
-    The two kinds of candidates are gathered separately: chunks with a selective term are
-    weighted term by term; chunks with every common term and no selective one all weigh the
-    same (the common terms' sum), so nothing is computed per chunk for them. The cover-density
-    tie-break (ts_rank_cd, the expensive part per row) runs on the RANK_POOL best of each kind
-    (newer first among equals), not on every match.
+    `common` terms (in so many chunks that their matches are a large share of the store) select
+    no candidates: ranking every match of a word like "update" in a 100k-memory organization is
+    what made this query slow. Chunks with common terms still get their lexical strength when
+    dense retrieval (or a selective term) brings them (see score_chunks). The cover-density
+    tie-break (ts_rank_cd, the expensive part per row) runs only on the RANK_POOL best matches.
     """
-    if not terms:
-        return []
-    clause, params = where.sql()
     flags = list(common or [False] * len(terms))
     selective = [t for t, frequent in zip(terms, flags, strict=True) if not frequent]
-    frequent = [t for t, frequent in zip(terms, flags, strict=True) if frequent]
-    pool = max(k, RANK_POOL)
-    branches: list[str] = []
-    branch_params: list[Any] = []
-    if selective:
-        selective_query, selective_params = _any_term_query(selective)
-        weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
-        for term, weight in zip(terms, weights, strict=True):
-            branch_params += [weight, term]
-        branches.append(
-            f"""(SELECT c.id, c.search_vector, ({weighted}) AS weight
-                   FROM memories_memorychunk AS c
-                  WHERE {clause} AND c.search_vector @@ {selective_query}
-                  ORDER BY weight DESC, c.valid_from DESC, c.id
-                  LIMIT %s)"""  # noqa: S608 - fixed fragments; values are parameters
-        )
-        branch_params += [*params, *selective_params, pool]
-    if frequent and (len(frequent) > 1 or not selective):
-        exclude = f"AND NOT (c.search_vector @@ {selective_query})" if selective else ""
-        branches.append(
-            f"""(SELECT c.id, c.search_vector, %s::numeric AS weight
-                   FROM memories_memorychunk AS c
-                  WHERE {clause} AND c.search_vector @@ {_all_terms_query(frequent)} {exclude}
-                  ORDER BY c.valid_from DESC, c.id
-                  LIMIT %s)"""  # noqa: S608 - fixed fragments; values are parameters
-        )
-        common_weight = sum(w for w, frequent_term in zip(weights, flags, strict=True) if frequent_term)
-        branch_params += [common_weight, *params, *frequent, *(selective_params if selective else []), pool]
-    any_query, any_params = _any_term_query(terms)
+    if not selective:
+        return []
+    clause, params = where.sql()
+    selective_query, selective_params = _any_term_query(selective)
+    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    weighted_params: list[Any] = []
+    for term, weight in zip(terms, weights, strict=True):
+        weighted_params += [weight, term]
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
-            WITH matches AS MATERIALIZED ({" UNION ALL ".join(branches)})
+            WITH matches AS MATERIALIZED (
+                SELECT c.id, c.search_vector, ({weighted}) AS weight
+                  FROM memories_memorychunk AS c
+                 WHERE {clause} AND c.search_vector @@ {selective_query}
+                 ORDER BY weight DESC, c.valid_from DESC, c.id
+                 LIMIT %s
+            )
             SELECT m.id FROM matches AS m
-             ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {any_query}) DESC, m.id
+             ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {selective_query}) DESC, m.id
              LIMIT %s
             """,  # noqa: S608 - fixed fragments; values are parameters
-            [*branch_params, *any_params, k],
+            [*weighted_params, *params, *selective_params, max(k, RANK_POOL), *selective_params, k],
         )
         return [row[0] for row in cursor.fetchall()]
 
 
-def term_document_frequency(organization_id: int, term: str, cap: int) -> int:
-    """How many chunks of the organization contain the term, counted up to `cap` (bounded cost)."""
+def term_document_frequencies(organization_id: int, terms: Sequence[str], cap: int) -> dict[str, int]:
+    """For each term: -1 for a stop word, else how many active chunks of the organization contain it,
+    counted up to `cap` (bounded cost). One round trip for all the terms."""
+    if not terms:
+        return {}
     with connection.cursor() as cursor:
         cursor.execute(
             """
-            SELECT count(*) FROM (
-                SELECT 1 FROM memories_memorychunk AS c
-                 WHERE c.organization_id = %s AND c.status = 'active'
-                   AND c.search_vector @@ plainto_tsquery('english', %s)
-                 LIMIT %s
-            ) AS matches
+            SELECT t.term,
+                   CASE WHEN numnode(plainto_tsquery('english', t.term)) = 0 THEN -1 ELSE (
+                       SELECT count(*) FROM (
+                           SELECT 1 FROM memories_memorychunk AS c
+                            WHERE c.organization_id = %s AND c.status = 'active'
+                              AND c.search_vector @@ plainto_tsquery('english', t.term)
+                            LIMIT %s
+                       ) AS matches
+                   ) END
+              FROM unnest(%s::text[]) AS t(term)
             """,
-            [organization_id, term, cap],
+            [organization_id, cap, list(terms)],
         )
-        return int(cursor.fetchone()[0])
-
-
-def term_is_stopword(term: str) -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT numnode(plainto_tsquery('english', %s)) = 0", [term])
-        return bool(cursor.fetchone()[0])
+        return {row[0]: int(row[1]) for row in cursor.fetchall()}
 
 
 @dataclass(frozen=True)
@@ -213,11 +182,6 @@ class ScoredChunk:
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
-    vector_text: str  # parsed on first use: only the ranking pool's vectors are ever needed
-
-    @cached_property
-    def vector(self) -> np.ndarray:
-        return parse_vector(self.vector_text)
 
 
 def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
@@ -231,7 +195,7 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
-                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.embedding::text
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[]
               FROM memories_memorychunk AS c
              WHERE c.id = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
@@ -244,11 +208,33 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
             memory_id=r[1],
             index=r[2],
             text=r[3],
+            # A chunk without a vector (mid re-embed) still has its lexical signal.
             similarity=float(r[4]) if r[4] is not None else 0.0,
             body_hits=tuple(bool(x) for x in r[5]) if terms else (),
             title_hits=tuple(bool(x) for x in r[6]) if terms else (),
-            # A chunk without a vector (mid re-embed) still has its lexical signal.
-            vector_text=r[7] if r[7] is not None else vector_literal(np.zeros(len(query_vector), dtype=np.float32)),
         )
         for r in rows
     ]
+
+
+def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple[int, int]]:
+    """Pairs (a, b), a < b, of the given chunks whose cosine similarity is at least `threshold`.
+
+    Computed in PostgreSQL: no vectors travel to Python. The ids come from already-filtered
+    candidates, so no permission filter is needed here.
+    """
+    if len(chunk_ids) < 2:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH pool AS MATERIALIZED (
+                SELECT c.id, c.embedding FROM memories_memorychunk AS c WHERE c.id = ANY(%s) AND c.embedding IS NOT NULL
+            )
+            SELECT a.id, b.id
+              FROM pool AS a JOIN pool AS b ON a.id < b.id
+             WHERE 1 - (a.embedding <=> b.embedding) >= %s
+            """,
+            [list(chunk_ids), threshold],
+        )
+        return {(row[0], row[1]) for row in cursor.fetchall()}

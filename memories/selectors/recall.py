@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -119,12 +118,12 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
     kept: list[str] = []
     weights: list[float] = []
     common: list[bool] = []
-    computed: dict[str, int] = {}
+    missing = [term for term in terms if cached.get(keys[term]) is None]
+    counted = sql.term_document_frequencies(organization_id, missing, DF_CAP)
     for term in terms:
         df = cached.get(keys[term])
         if df is None:
-            df = -1 if sql.term_is_stopword(term) else sql.term_document_frequency(organization_id, term, DF_CAP)
-            computed[keys[term]] = df
+            df = counted[term]
         if df < 0:
             continue
         weight = idf(df, max(total, df))
@@ -133,8 +132,8 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
         kept.append(term)
         weights.append(weight)
         common.append(df >= common_from)
-    if computed:
-        cache.set_many(computed, 600)
+    if counted:
+        cache.set_many({keys[term]: df for term, df in counted.items()}, 600)
     return kept, weights, common
 
 
@@ -169,13 +168,13 @@ def _share_between_versions(pool: list[tuple[Memory, _Candidate]], threshold: fl
     strengths = [candidate.strength for _memory, candidate in pool]
     if threshold is None or len(pool) < 2:
         return strengths
-    vectors = np.stack([candidate.chunk.vector for _memory, candidate in pool])
-    similar = vectors @ vectors.T >= threshold
+    position = {candidate.chunk.chunk_id: i for i, (_memory, candidate) in enumerate(pool)}
     shared = list(strengths)
-    for i, (newer, _c) in enumerate(pool):
-        for j, (older, _d) in enumerate(pool):
-            if i != j and similar[i, j] and older.valid_from < newer.valid_from:
-                shared[i] = max(shared[i], strengths[j])
+    for a, b in sql.similar_chunk_pairs(list(position), threshold):
+        i, j = position[a], position[b]
+        newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
+        if pool[newer][0].valid_from != pool[older][0].valid_from:
+            shared[newer] = max(shared[newer], strengths[older])
     return shared
 
 

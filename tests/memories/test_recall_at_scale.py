@@ -59,21 +59,22 @@ def test_a_common_term_alone_does_not_select_lexical_candidates_but_a_selective_
     assert found == {"Update the VPN client before Friday.", "The VPN moved to Tailscale."}
 
 
-def test_chunks_with_every_common_term_are_still_candidates(reader: Principal) -> None:
+def test_common_terms_alone_select_no_lexical_candidates(reader: Principal, monkeypatch: pytest.MonkeyPatch) -> None:
     store(reader, "Weekly status update for the fleet.")
     store(reader, "Status of the release: on track.")
-    store(reader, "Release update: the train leaves Tuesday.")
+    answer = store(reader, "Release update: the train leaves Tuesday.")
     store(reader, "The VPN moved to Tailscale.")
 
-    assert lexical_memories(reader, ["release", "update"], [True, True]) == {"Release update: the train leaves Tuesday."}
-    assert lexical_memories(reader, ["release", "update", "vpn"], [True, True, False]) == {
-        "Release update: the train leaves Tuesday.",
-        "The VPN moved to Tailscale.",
-    }
-    assert lexical_memories(reader, ["update"], [True]) == {
-        "Weekly status update for the fleet.",
-        "Release update: the train leaves Tuesday.",
-    }
+    assert lexical_memories(reader, ["release", "update"], [True, True]) == set()
+    assert lexical_memories(reader, ["release", "update", "vpn"], [True, True, False]) == {"The VPN moved to Tailscale."}
+
+    # Recall still finds the chunk with every common term: dense retrieval brings it and it is
+    # scored lexically like any candidate.
+    monkeypatch.setattr(recall_module, "DF_CAP", 1)
+    monkeypatch.setattr(recall_module, "COMMON_FLOOR", 1)
+    hits = recall(reader, RecallQuery("release update", limit=3), audit=False).hits
+    assert hits[0].memory.pk == answer.pk
+    assert hits[0].lexical > 0
 
 
 def test_without_common_terms_any_term_selects_as_before(reader: Principal) -> None:
