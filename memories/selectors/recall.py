@@ -34,7 +34,7 @@ from memories.services.embedding import embed_for_store
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
-DF_CAP = 2000
+DF_CAP = 1000
 # A term is "common" — it does not select lexical candidates alone (sql.lexical_hits) — when it
 # is in COMMON_SHARE of the organization's chunks, and never below COMMON_FLOOR chunks (small
 # stores are unaffected) nor above DF_CAP (what the frequency count can see).
