@@ -14,7 +14,10 @@ Verdicts, in order:
 
 - **stale**: same subject and the older memory's `valid_until` has passed, or aligned
   statements conflict and the newer one says it replaces the old (now, no longer, moved
-  from, replaces, deprecated, was …);
+  from, replaces, deprecated, was …), or the newer one says it moved *from* exactly what the
+  older one's title or tags name ("Support moved from Zendesk to Freshdesk" against "Support
+  tooling", tagged zendesk) — never for records of events (incidents, meetings, PRs), which do
+  not go stale;
 - **contradiction**: aligned statements conflict and nothing says one replaced the other;
 - **duplicate**: every statement of each memory has an aligned, value-equal partner in the
   other, and most words are shared (or the similarity is very high with near-identical words);
@@ -78,6 +81,16 @@ _CHANGE_CUES = re.compile(
 _CHANGE_WORDS = frozenset(
     ["now", "longer", "anymore", "instead", "replace", "replaces", "replaced", "replacing", "supersede", "supersedes", "superseded", "deprecated", "update", "updated", "change", "changed", "move", "moved", "switch", "switched", "switching", "migrate", "migrated", "previously", "formerly", "again", "lifted", "revised", "effective", "retired", "increased", "decreased", "raised", "lowered", "reduced"]
 )
+# "moved from Zendesk to Freshdesk", "switching from the monthly train to a biweekly one":
+# a change verb, then "from OLD to NEW" in the same clause (OLD is one or two words).
+_MOVED_FROM = re.compile(
+    r"\b(?:mov(?:e|es|ed|ing)|switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|chang(?:e|es|ed|ing)|transition(?:s|ed|ing)?)\b"
+    r"(?P<what>[^.;:!?\n]{0,40}?)\bfrom\s+(?:the\s+|our\s+|an?\s+)?(?P<old>[^\s.,;:!?()]+(?:\s+[^\s.,;:!?()]+)?)\s+to\s+(?:the\s+|an?\s+)?"
+    r"(?P<new>[^.,;:!?()\n]{1,40})",
+    re.IGNORECASE,
+)
+# Records of something that happened: a later change does not make them wrong.
+EVENT_CATEGORIES = frozenset({"incident", "meeting", "pr", "postmortem"})
 _LIGHT_VERBS = frozenset({"happen", "happens", "take", "takes", "place", "start", "starting", "started", "last", "week", "sprint", "month", "day"})  # fmt: skip
 
 
@@ -89,6 +102,8 @@ class Memo:
     content: str
     valid_from: datetime
     valid_until: datetime | None = None
+    tags: tuple[str, ...] = ()
+    category: str = ""
 
 
 @dataclass(frozen=True)
@@ -309,6 +324,58 @@ def _describe(kind: str) -> str:
     return kind
 
 
+@dataclass(frozen=True)
+class Replacement:
+    """An explicit "moved from OLD to NEW" in a memory."""
+
+    what: frozenset[str]  # what moved: "paging" in "we moved paging from …", "support" in "support has moved from …"
+    old: str
+    new: str
+    sentence: str
+
+
+def _subject_words(text: str) -> set[str]:
+    return {w for w in content_words(text) if "'" not in w}
+
+
+def replacements(title: str, content: str) -> list[Replacement]:
+    """The explicit "from OLD to NEW" changes a memory announces, OLD without numbers (values are
+    compared statement by statement instead)."""
+    found: list[Replacement] = []
+    for span in [title, *(s.text for s in sentences(content)[:MAX_STATEMENTS])]:
+        for match in _MOVED_FROM.finditer(span):
+            old = match.group("old").strip()
+            if not content_words(old) or any(c.isdigit() for c in old):
+                continue
+            # What moved is the verb's object, else the last words of its subject (same clause).
+            what = _subject_words(match.group("what"))
+            if not what:
+                clause = re.split(r"[,;:()\-–—]", span[: match.start()])[-1]
+                what = _subject_words(" ".join(words(clause)[-3:]))
+            found.append(Replacement(what=frozenset(what), old=old, new=match.group("new").strip(), sentence=span))
+    return found
+
+
+def replaced(older: Memo, newer: Memo) -> Replacement | None:
+    """The newer memory's explicit change away from what the older one is about, if it says one.
+
+    "About" is strict: every word of OLD is in the older memory's title or tags, the older memory
+    talks about everything that moved ("sessions moved from Postgres to Redis" does not make the
+    database's setup page stale), and it does not already name what replaced it (then it may be
+    the announcement itself).
+    """
+    if older.category.lower() in EVENT_CATEGORIES:
+        return None
+    about = content_words(" ".join([older.title, *older.tags]))
+    older_words = content_words(" ".join([older.title, *older.tags, older.content]))
+    for change in replacements(newer.title, newer.content):
+        old_words = content_words(change.old)
+        new_words = content_words(change.new) - old_words
+        if old_words <= about and change.what and change.what <= older_words and not (new_words and new_words <= older_words):
+            return change
+    return None
+
+
 def _statements(memo: Memo) -> list[Statement]:
     title_frame = content_words(memo.title) - {stem(n) for n in _names(memo.title)}
     found = [analyse_statement(span.text, title_frame) for span in sentences(memo.content)[:MAX_STATEMENTS]]
@@ -364,6 +431,16 @@ def classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> 
             "contradiction",
             round(min(0.95, 0.6 + 0.35 * score), 2),
             f"Both state the same thing with different values ({said}): “{_clip(o.text)}” vs “{_clip(n.text)}”.",
+        )
+
+    change = replaced(older, newer)
+    if change is not None:
+        return Verdict(
+            "stale",
+            0.8,
+            f"The newer memory says this moved from {change.old} to {change.new}: “{_clip(change.sentence)}”; "
+            f"the older one is about {change.old}.",
+            outdated=older_side,
         )
 
     if _duplicates(existing, new, old_statements, new_statements, similarity):

@@ -4,7 +4,9 @@ Detection (`conflicts_detect`, run on the worker, acting as the system):
 
 1. candidates: active memories of the same organization stored before this one whose chunks
    lie near this memory's chunks (cosine > 0.75, computed by pgvector in SQL), plus exact
-   content-hash twins — candidates, not conflicts;
+   content-hash twins, plus — when this memory says something "moved from X to Y" — related
+   memories (cosine > 0.4) whose title or tags name X: an announced change rarely reads like
+   what it replaces. Candidates, not conflicts;
 2. each pair is classified: identical content is a duplicate without any model; otherwise the
    configured LLM judges (falling back to the heuristic, and saying so, when it fails), or the
    deterministic heuristic when no LLM is configured;
@@ -35,7 +37,8 @@ from cortex_site.errors import Conflict as StateConflict
 from cortex_site.errors import PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names
 from memories.analysis.conflict_llm import classify_with_llm
-from memories.analysis.conflicts import Memo, Verdict, classify
+from memories.analysis.conflicts import Memo, Verdict, classify, replaced, replacements
+from memories.analysis.text import content_words
 from memories.llm import LLMInvalidOutput, LLMUnavailable, get_llm
 from memories.models import Conflict, Membership, Memory, Organization, Scope
 from memories.selectors.conflicts import conflict_for
@@ -44,6 +47,9 @@ from memories.services.memories import memory_reinstate, memory_supersede_with_e
 logger = logging.getLogger(__name__)
 
 SIMILARITY_THRESHOLD = 0.75
+# A memory that names what this one says it moved away from needs only to be related.
+REPLACED_SIMILARITY = 0.4
+REPLACED_SCAN = 200
 MAX_CANDIDATES = 8
 NEIGHBOURS_PER_CHUNK = 24
 # Below this confidence an LLM contradiction is queued for a person even under the auto policy.
@@ -92,19 +98,116 @@ def conflict_candidates(memory: Memory, *, threshold: float = SIMILARITY_THRESHO
             [memory.organization_id, memory.pk, NEIGHBOURS_PER_CHUNK, memory.pk, threshold, limit * 3],
         )
         similar = {row[0]: float(row[1]) for row in cursor.fetchall()}
+        related = _replacement_candidates(cursor, memory, threshold=min(threshold, REPLACED_SIMILARITY))
     twins = Memory.objects.filter(organization_id=memory.organization_id, content_hash=memory.content_hash, status=Memory.Status.ACTIVE)
     for twin_id in twins.exclude(pk=memory.pk).values_list("pk", flat=True):
         similar[twin_id] = 1.0
-    others = Memory.objects.filter(pk__in=list(similar), organization_id=memory.organization_id, status=Memory.Status.ACTIVE)
+    ids = set(similar) | set(related)
+    others = Memory.objects.filter(pk__in=list(ids), organization_id=memory.organization_id, status=Memory.Status.ACTIVE)
     others = others.filter(_earlier(memory)).select_related("scope", "author")
-    found = [Candidate(m, min(1.0, similar[m.pk])) for m in others]
-    found.sort(key=lambda c: (-c.similarity, str(c.memory.pk)))
-    return found[:limit]
+    nearest: list[Candidate] = []
+    replacing: list[Candidate] = []
+    for other in others:
+        if other.pk in similar:
+            nearest.append(Candidate(other, min(1.0, similar[other.pk])))
+        elif _announces_replacement(memory, other):
+            replacing.append(Candidate(other, related[other.pk]))
+    nearest.sort(key=lambda c: (-c.similarity, str(c.memory.pk)))
+    replacing.sort(key=lambda c: (-c.similarity, str(c.memory.pk)))
+    # Explicit replacements are few and specific: they are judged even beyond the nearest `limit`.
+    return nearest[:limit] + replacing[:limit]
+
+
+# "moved", "switching", "migrated", "changes", "transitioned" … as full-text stems.
+_CHANGE_VERBS = ("move", "switch", "migrate", "change", "transition")
+
+
+def _replacement_candidates(cursor: Any, memory: Memory, *, threshold: float) -> dict[Any, float]:
+    """Related memories (best chunk cosine > `threshold`) that may be one side of an explicit
+    "moved from X to Y": those whose title or tags name an X this memory moved away from, and
+    those that announce a change and mention this memory's title or tag words (when the older
+    side is stored after the announcement, e.g. by an import). `_announces_replacement` checks
+    the text; this only narrows the search, full text first (GIN) so few chunks are compared."""
+    found: dict[Any, float] = {}
+    text_match = "c.search_vector @@ plainto_tsquery('english', %s)"
+    for old in sorted({change.old.lower() for change in replacements(memory.title, memory.content)}):
+        in_title = f"{text_match} AND ts_filter(c.search_vector, '{{a}}') @@ plainto_tsquery('english', %s)"
+        found.update(_related_matching(cursor, memory, in_title, [old, old], threshold))
+    about = sorted(content_words(" ".join([memory.title, *(memory.tags or ())])))[:12]
+    if about:
+        named = " || ".join(["plainto_tsquery('english', %s)"] * len(about))
+        changed = " || ".join(["plainto_tsquery('english', %s)"] * len(_CHANGE_VERBS))
+        announcing = f"c.search_vector @@ (({named}) && ({changed}))"
+        for other_id, similarity in _related_matching(cursor, memory, announcing, [*about, *_CHANGE_VERBS], threshold).items():
+            found[other_id] = max(similarity, found.get(other_id, 0.0))
+    return found
+
+
+def _related_matching(cursor: Any, memory: Memory, condition: str, params: list[str], threshold: float) -> dict[Any, float]:
+    """Other active memories with a chunk meeting `condition` (an SQL predicate on chunk `c`), with
+    their best chunk cosine to `memory` when above `threshold`; the newest REPLACED_SCAN matching
+    chunks are compared."""
+    cursor.execute(
+        f"""
+        WITH matching AS MATERIALIZED (
+            SELECT c.memory_id, c.embedding
+              FROM memories_memorychunk AS c
+             WHERE c.organization_id = %s AND c.status = 'active' AND c.memory_id <> %s AND c.embedding IS NOT NULL
+               AND {condition}
+             ORDER BY c.valid_from DESC
+             LIMIT %s
+        )
+        SELECT matching.memory_id, max(1 - (matching.embedding <=> mine.embedding)) AS similarity
+          FROM matching CROSS JOIN memories_memorychunk AS mine
+         WHERE mine.memory_id = %s AND mine.embedding IS NOT NULL
+         GROUP BY matching.memory_id
+        HAVING max(1 - (matching.embedding <=> mine.embedding)) > %s
+        """,  # noqa: S608 - fixed fragments; values are parameters
+        [memory.organization_id, memory.pk, *params, REPLACED_SCAN, memory.pk, threshold],
+    )
+    return {row[0]: float(row[1]) for row in cursor.fetchall()}
+
+
+def _announces_replacement(a: Memory, b: Memory) -> bool:
+    """Whether one of the two says it moved away from what the other is about."""
+    return replaced(_memo(a), _memo(b)) is not None or replaced(_memo(b), _memo(a)) is not None
+
+
+def _naming(cursor: Any, memory: Memory, words: str, *, threshold: float) -> dict[Any, float]:
+    """Other active memories whose title or tags contain `words`, with their best chunk cosine to
+    `memory` when above `threshold`. Full text first (GIN), so only those memories are compared."""
+    cursor.execute(
+        """
+        WITH named AS MATERIALIZED (
+            SELECT c.memory_id, c.embedding
+              FROM memories_memorychunk AS c
+             WHERE c.organization_id = %s AND c.status = 'active' AND c.memory_id <> %s AND c.embedding IS NOT NULL
+               AND c.search_vector @@ plainto_tsquery('english', %s)
+               AND ts_filter(c.search_vector, '{a}') @@ plainto_tsquery('english', %s)
+             ORDER BY c.valid_from DESC
+             LIMIT %s
+        )
+        SELECT named.memory_id, max(1 - (named.embedding <=> mine.embedding)) AS similarity
+          FROM named CROSS JOIN memories_memorychunk AS mine
+         WHERE mine.memory_id = %s AND mine.embedding IS NOT NULL
+         GROUP BY named.memory_id
+        HAVING max(1 - (named.embedding <=> mine.embedding)) > %s
+        """,
+        [memory.organization_id, memory.pk, words, words, REPLACED_SCAN, memory.pk, threshold],
+    )
+    return {row[0]: float(row[1]) for row in cursor.fetchall()}
 
 
 # -- classification -----------------------------------------------------------------------------
 def _memo(memory: Memory) -> Memo:
-    return Memo(title=memory.title, content=memory.content, valid_from=memory.valid_from, valid_until=memory.valid_until)
+    return Memo(
+        title=memory.title,
+        content=memory.content,
+        valid_from=memory.valid_from,
+        valid_until=memory.valid_until,
+        tags=tuple(memory.tags or ()),
+        category=memory.category,
+    )
 
 
 def classify_pair(*, existing: Memory, new: Memory, similarity: float) -> Verdict:

@@ -104,3 +104,67 @@ def test_values_are_read_with_their_units() -> None:
     assert statement.values["version:python"] == {"3.12"}
     assert statement.values["number:request"] == {"250"}
     assert statement.periods == {"q3"}
+
+
+# -- explicit replacements ("moved from X to Y") ------------------------------------------------
+ZENDESK = Memo(
+    "Support tooling: where tickets live",
+    "All customer tickets live in Zendesk. Email to support@ and the web form both create tickets; phone calls are logged by hand.",
+    NOW - timedelta(days=530),
+    tags=("support", "zendesk", "tickets"),
+    category="note",
+)
+FRESHDESK = Memo(
+    "Support has moved from Zendesk to Freshdesk",
+    "We're live on Freshdesk as of this morning. Zendesk is read-only until end of month, then archived.",
+    NOW - timedelta(days=80),
+    tags=("support", "freshdesk"),
+    category="decision",
+)
+
+
+def test_a_newer_memory_that_moved_away_from_what_the_older_is_about_makes_it_stale() -> None:
+    verdict = classify(ZENDESK, FRESHDESK, similarity=0.58, now=NOW)
+
+    assert (verdict.kind, verdict.outdated) == ("stale", "existing")
+    assert "moved from Zendesk to Freshdesk" in verdict.explanation
+    # Whichever was stored first, the older-dated side is the outdated one.
+    assert classify(FRESHDESK, ZENDESK, similarity=0.58, now=NOW).outdated == "new"
+
+
+def test_moving_something_else_away_from_a_tool_does_not_make_the_tools_page_stale() -> None:
+    database = Memo(
+        "Fleet Console database: current setup",
+        "Fleet Console's database is the pg-fc Patroni cluster running Postgres 13.8. PgBouncer in transaction mode in front.",
+        NOW - timedelta(days=200),
+        tags=("postgres", "fleet-console", "database"),
+        category="note",
+    )
+    sessions = Memo(
+        "PLAT-1423: move Fleet Console sessions from Postgres to Redis",
+        "Moves Django session storage for Fleet Console from the pg-fc database to the Redis 7 cluster.",
+        NOW - timedelta(days=20),
+        category="note",
+    )
+
+    assert classify(database, sessions, similarity=0.6, now=NOW).kind is None
+
+
+def test_records_of_events_and_the_announcement_itself_do_not_go_stale() -> None:
+    incident = Memo(
+        "Zendesk outage: tickets delayed",
+        "Tickets were delayed for two hours because Zendesk had an outage.",
+        NOW - timedelta(days=300),
+        tags=("zendesk", "support"),
+        category="incident",
+    )
+    plan = Memo(
+        "Zendesk to Freshdesk migration plan",
+        "Support will switch to Freshdesk in Q3; the Zendesk history is archived to Drive.",
+        NOW - timedelta(days=120),
+        tags=("zendesk", "support"),
+        category="note",
+    )
+
+    assert classify(incident, FRESHDESK, similarity=0.6, now=NOW).kind is None
+    assert classify(plan, FRESHDESK, similarity=0.6, now=NOW).kind is None

@@ -110,6 +110,62 @@ def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any],
     assert conflict.dissent is not None and conflict.dissent["source"] == "Gmail"
 
 
+ZENDESK_PAGE = (
+    "All customer tickets live in Zendesk. Email to support and the web form both create tickets; "
+    "phone calls are logged by hand with the phone macro. Jira links go in the internal note."
+)
+FRESHDESK_NEWS = (
+    "We're live on Freshdesk as of this morning. Zendesk is read-only until the end of the month for history, "
+    "then archived to Drive. Support email now routes to Freshdesk; macros were migrated."
+)
+
+
+@pytest.mark.parametrize("announcement_first", [False, True], ids=["announcement-later", "announcement-stored-first"])
+def test_an_announced_move_away_from_what_an_older_memory_is_about_supersedes_it_below_the_similarity_threshold(
+    acme: dict[str, Any], write: Any, announcement_first: bool, use_embedder: Any
+) -> None:
+    use_embedder("local")  # the real model: how related the two read is the point (cosine ~0.6)
+
+    def page() -> Memory:
+        return write(acme["employee"], ZENDESK_PAGE, title="Support tooling: where tickets live", tags=["support", "zendesk"], valid_from=days_ago(500))
+
+    def news() -> Memory:
+        return write(acme["employee"], FRESHDESK_NEWS, title="Support has moved from Zendesk to Freshdesk", tags=["support", "freshdesk"], valid_from=days_ago(80))
+
+    # An import can store the older page after the announcement: detection finds the pair either way.
+    if announcement_first:
+        newer, older = news(), page()
+    else:
+        older, newer = page(), news()
+
+    conflict = only_conflict()
+    assert (conflict.kind, conflict.classifier, conflict.resolved_by_policy) == ("stale", "heuristic", "stale")
+    assert conflict.similarity < conflict_services.SIMILARITY_THRESHOLD  # not a near neighbour: found by the statement
+    assert "moved from Zendesk to Freshdesk" in conflict.explanation
+    older.refresh_from_db()
+    assert (older.status, older.superseded_by_id) == (Memory.Status.SUPERSEDED, newer.pk)
+
+
+def test_an_announced_move_of_something_else_leaves_the_tools_page_alone(acme: dict[str, Any], write: Any, use_embedder: Any) -> None:
+    use_embedder("local")
+    database = write(
+        acme["employee"],
+        "Fleet Console's database is the pg-fc Patroni cluster running Postgres 13.8, with PgBouncer in front.",
+        title="Fleet Console database: current setup",
+        tags=["postgres", "database"],
+        valid_from=days_ago(200),
+    )
+    write(
+        acme["employee"],
+        "Moves Django session storage for Fleet Console from the pg-fc Postgres database to the Redis cluster.",
+        title="Move Fleet Console sessions from Postgres to Redis",
+    )
+
+    assert not Conflict.objects.exists()
+    database.refresh_from_db()
+    assert database.status == Memory.Status.ACTIVE
+
+
 def test_manual_policy_queues_every_conflict_and_changes_no_memory(acme: dict[str, Any], write: Any) -> None:
     Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy=Organization.ConflictPolicy.MANUAL)
     a = write(acme["manager"], LIMIT_100, title="Public API rate limit", valid_from=days_ago(3))
