@@ -279,7 +279,11 @@ def render(report: dict[str, Any]) -> str:
     )
     lines.append(f"Loading {report['memories']} memories through POST /api/memories took {report['load_seconds']:.1f} s.")
     if report.get("with_conflicts"):
-        lines.append(f"Post-write conflict detection (auto policy) ran while loading and superseded {report['superseded_by_conflicts']} memories.")
+        lines.append(
+            f"Post-write conflict detection (auto policy) ran while loading and superseded {report['superseded_by_conflicts']} memories: "
+            + ", ".join(f"`{old}` by `{new}`" for old, new in report["superseded_pairs"])
+            + "."
+        )
     return "\n".join(lines)
 
 
@@ -324,7 +328,11 @@ def main() -> int:
         if args.with_conflicts:
             from memories.models import Memory
 
-            report["superseded_by_conflicts"] = Memory.objects.filter(organization_id=member.organization_id, status="superseded").count()
+            keys = {memory_id: key for key, memory_id in ids.items()}
+            superseded = Memory.objects.filter(organization_id=member.organization_id, status="superseded")
+            pairs = sorted((keys[str(m.pk)], keys.get(str(m.superseded_by_id), "?")) for m in superseded)
+            report["superseded_by_conflicts"] = len(pairs)
+            report["superseded_pairs"] = pairs
 
     table = render(report)
     print(table)

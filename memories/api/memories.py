@@ -121,6 +121,11 @@ class WriteOutput(MemoryOutput):
     deduplicated = serializers.BooleanField()
 
 
+class EarlierVersionOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+
+
 class RecallHitOutput(serializers.Serializer):
     memory = MemoryOutput()
     score = serializers.FloatField()
@@ -129,6 +134,9 @@ class RecallHitOutput(serializers.Serializer):
     snippet = serializers.CharField()
     chunk_index = serializers.IntegerField()
     citation = serializers.DictField()
+    earlier_version = EarlierVersionOutput(
+        allow_null=True, help_text="The superseded memory whose match led to this one (its current version), else null."
+    )
 
 
 class RecallOutput(serializers.Serializer):
@@ -164,6 +172,9 @@ def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any
                 "snippet": hit.snippet,
                 "chunk_index": hit.chunk_index,
                 "citation": citation(hit.memory),
+                "earlier_version": (
+                    {"id": str(hit.earlier_version.pk), "title": hit.earlier_version.title} if hit.earlier_version is not None else None
+                ),
             }
             for position, hit in enumerate(result.hits)
         ],

@@ -41,6 +41,9 @@ class RecallHit(BaseModel):
     scope: str
     url: str
     citation: Citation
+    earlier_version_id: str | None = Field(
+        default=None, description="Set when this memory was found through an earlier (superseded) version of it that matched."
+    )
 
 
 class RecallOutput(BaseModel):

@@ -251,6 +251,7 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
             scope=hit.memory.scope.slug,
             url=memory_url(hit.memory.pk),
             citation=schemas.Citation(**citation(hit.memory)),
+            earlier_version_id=str(hit.earlier_version.pk) if hit.earlier_version is not None else None,
         )
         for rank, hit in enumerate(hits, start=1)
     ]
@@ -263,6 +264,7 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
             "",
             f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
             f"    {hit.snippet}",
+            *([f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"] if hit.earlier_version is not None else []),
             f"    Cite: {_cite(hit.memory)}",
         ]
     return Answer(data, "\n".join(lines))

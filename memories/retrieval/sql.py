@@ -37,13 +37,15 @@ class ChunkFilter:
     category: str | None = None
     source: str | None = None
     tags: Sequence[str] = ()
+    # Superseded memories too: a match on an earlier version leads to the current one (recall()).
+    earlier_versions: bool = False
 
     def sql(self) -> tuple[str, list[Any]]:
         clauses = [
             "c.organization_id = %s",
             "c.scope_id = ANY(%s)",
             "c.clearance_rank <= %s",
-            "c.status = 'active'",
+            "c.status IN ('active', 'superseded')" if self.earlier_versions else "c.status = 'active'",
             "(c.valid_until IS NULL OR c.valid_until > %s)",
         ]
         params: list[Any] = [self.organization_id, list(self.scope_ids), self.clearance_rank, self.moment]
@@ -182,10 +184,14 @@ class ScoredChunk:
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
+    superseded: bool = False
 
 
-def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter) -> list[ScoredChunk]:
-    """Exact similarity and per-term matches for candidate chunks still visible under `where`."""
+def score_chunks(
+    chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequence[str], where: ChunkFilter, *, of_memories: bool = False
+) -> list[ScoredChunk]:
+    """Exact similarity and per-term matches for candidate chunks still visible under `where`
+    (with `of_memories`, the ids are memory ids: every chunk of those memories)."""
     if not chunk_ids:
         return []
     clause, params = where.sql()
@@ -195,9 +201,9 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
-                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[]
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded'
               FROM memories_memorychunk AS c
-             WHERE c.id = ANY(%s) AND {clause}
+             WHERE {"c.memory_id" if of_memories else "c.id"} = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
             [vector_literal(query_vector), *terms, *terms, list(chunk_ids), *params],
         )
@@ -212,9 +218,35 @@ def score_chunks(chunk_ids: Sequence[int], query_vector: np.ndarray, terms: Sequ
             similarity=float(r[4]) if r[4] is not None else 0.0,
             body_hits=tuple(bool(x) for x in r[5]) if terms else (),
             title_hits=tuple(bool(x) for x in r[6]) if terms else (),
+            superseded=bool(r[7]),
         )
         for r in rows
     ]
+
+
+def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any, Any]:
+    """For superseded memories: the active memory at the end of each one's supersession chain
+    (absent when the chain ends elsewhere, e.g. in a redaction). One recursive query; callers
+    filter the results by permission (they are ids only)."""
+    if not memory_ids:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH RECURSIVE chain(start_id, memory_id, status, hops) AS (
+                SELECT m.id, m.superseded_by_id, NULL::varchar, 0 FROM memories_memory AS m
+                 WHERE m.id = ANY(%s) AND m.status = 'superseded' AND m.superseded_by_id IS NOT NULL
+                UNION ALL
+                SELECT chain.start_id, m.superseded_by_id, m.status, chain.hops + 1
+                  FROM chain JOIN memories_memory AS m ON m.id = chain.memory_id
+                 WHERE m.status = 'superseded' AND m.superseded_by_id IS NOT NULL AND chain.hops < %s
+            )
+            SELECT chain.start_id, m.id FROM chain JOIN memories_memory AS m ON m.id = chain.memory_id
+             WHERE m.status = 'active'
+            """,
+            [list(memory_ids), max_hops],
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}
 
 
 def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple[int, int]]:

@@ -6,8 +6,12 @@
    HNSW (iterative scan, so filters cannot starve the result) and full-text matches;
 3. exact similarity and term matches for every candidate chunk; chunks fold into their
    memory (the best chunk wins and is the snippet);
-4. relevance, recency and score (see memories.retrieval.scoring);
-5. every hit is re-checked against the principal before it is returned; one audit event.
+4. a match on an earlier version leads to the current one: superseded memories the principal
+   may read are candidates too, and each passes its strength on to the active memory at the end
+   of its supersession chain (when the principal may read that one), which is returned in its
+   place with `earlier_version` saying why — asking about the old fact finds the new one;
+5. relevance, recency and score (see memories.retrieval.scoring);
+6. every hit is re-checked against the principal before it is returned; one audit event.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -64,6 +68,8 @@ class RecallHit:
     chunk_index: int
     dense: float
     lexical: float
+    # The superseded memory whose match led here, when it matched better than this one.
+    earlier_version: Memory | None = None
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,62 @@ class _Candidate:
     dense: float
     lexical: float
     chunk: sql.ScoredChunk
+    earlier_version_id: Any = None
+
+
+@dataclass(frozen=True)
+class _Scorer:
+    """Turns a scored chunk into a candidate: calibrated dense and lexical strength, fused per mode."""
+
+    mode: scoring.RankingMode
+    calibration: scoring.Calibration
+    weights: list[float]
+    has_terms: bool
+
+    def __call__(self, chunk: sql.ScoredChunk) -> _Candidate:
+        d = scoring.dense_strength(chunk.similarity, self.calibration)
+        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, self.weights, scoring.PARAMS.title_share) if self.has_terms else 0.0
+        return _Candidate(scoring.strength_for(self.mode, d, lx), d, lx, chunk)
+
+
+def _fold(chunks: list[sql.ScoredChunk], score: _Scorer) -> tuple[dict[Any, _Candidate], dict[Any, _Candidate]]:
+    """Best chunk per memory, for current memories and for earlier (superseded) versions apart.
+    A chunk with no strength at all (below the unrelated floor, no term in common) is no match."""
+    current: dict[Any, _Candidate] = {}
+    earlier: dict[Any, _Candidate] = {}
+    for chunk in chunks:
+        candidate = score(chunk)
+        if candidate.strength <= 0.0:
+            continue
+        into = earlier if chunk.superseded else current
+        if chunk.memory_id not in into or candidate.strength > into[chunk.memory_id].strength:
+            into[chunk.memory_id] = candidate
+    return current, earlier
+
+
+def _lead_to_current_versions(
+    best: dict[Any, _Candidate], earlier: dict[Any, _Candidate], score: _Scorer, vector: Any, terms: list[str], where: sql.ChunkFilter
+) -> dict[Any, _Candidate]:
+    """Each matching earlier version passes its strength on to the current version of its chain.
+
+    The current version must be visible under `where` (the read rule, active only); one that did
+    not match by itself is scored now, so its own best chunk is the snippet.
+    """
+    if not earlier:
+        return best
+    heads = sql.current_versions(list(earlier))
+    missing = sorted({head for head in heads.values() if head not in best}, key=str)
+    if missing:
+        for chunk in sql.score_chunks(missing, vector, terms, replace(where, earlier_versions=False), of_memories=True):
+            candidate = score(chunk)
+            known = best.get(chunk.memory_id)
+            if known is None or (candidate.strength, candidate.chunk.similarity) > (known.strength, known.chunk.similarity):
+                best[chunk.memory_id] = candidate
+    for earlier_id, head in sorted(heads.items(), key=lambda item: -earlier[item[0]].strength):
+        inherited = earlier[earlier_id].strength
+        if head in best and inherited > best[head].strength:
+            best[head] = replace(best[head], strength=inherited, earlier_version_id=earlier_id)
+    return {memory_id: c for memory_id, c in best.items() if c.strength > 0.0}
 
 
 def _share_between_versions(pool: list[tuple[Memory, _Candidate]], threshold: float | None) -> list[float]:
@@ -197,6 +259,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         category=query.category.lower() if query.category else None,
         source=query.source or None,
         tags=[t.lower() for t in query.tags],
+        earlier_versions=True,
     )
     mode = _mode()
 
@@ -215,16 +278,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     scored = sql.score_chunks(candidates, vector, terms, where)
 
     params = scoring.PARAMS
-    calibration = scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION)
-    best: dict[Any, _Candidate] = {}
-    for chunk in scored:
-        d = scoring.dense_strength(chunk.similarity, calibration)
-        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, weights, params.title_share) if terms else 0.0
-        strength = scoring.strength_for(mode, d, lx)
-        if strength <= 0.0:
-            continue  # below the unrelated floor and no term in common: not a match at all
-        if chunk.memory_id not in best or strength > best[chunk.memory_id].strength:
-            best[chunk.memory_id] = _Candidate(strength, d, lx, chunk)
+    score = _Scorer(mode, scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION), weights, bool(terms))
+    best, earlier = _fold(scored, score)
+    best = _lead_to_current_versions(best, earlier, score, vector, terms, where)
 
     # Only the strongest candidates can be in the pool: load their memories, not every candidate's
     # (a wide dense pool brings ~100+ memories, and loading them was a large share of the time).
@@ -249,6 +305,8 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
+    via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
+    via = {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)} if via_ids else {}
     hits: list[RecallHit] = []
     for (memory, candidate), strength in zip(pool, effective, strict=True):
         rel = scoring.spread(strength, top, params.spread_power)
@@ -263,6 +321,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
                 chunk_index=candidate.chunk.index,
                 dense=round(candidate.dense, 6),
                 lexical=round(candidate.lexical, 6),
+                earlier_version=via.get(candidate.earlier_version_id),
             )
         )
     hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))

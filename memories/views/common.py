@@ -109,6 +109,7 @@ def memory_rows(
                 relevance=hit.relevance,
                 recency=hit.recency,
                 chunk_index=hit.chunk_index,
+                earlier_version=hit.earlier_version,
                 explain=True,
             )
         rows.append(row)

@@ -41,7 +41,7 @@ def test_result_shape_and_score_formula(acme: dict[str, Any], api: Any, settings
     body = response.json()
     assert set(body) == {"results", "took_ms"}
     hit = body["results"][0]
-    assert set(hit) == {"memory", "score", "relevance", "recency", "snippet", "chunk_index", "citation"}
+    assert set(hit) == {"memory", "score", "relevance", "recency", "snippet", "chunk_index", "citation", "earlier_version"}
     assert 0 <= hit["relevance"] <= 1 and 0 <= hit["recency"] <= 1
     assert hit["score"] == pytest.approx(0.7 * hit["relevance"] + 0.3 * hit["recency"], abs=1e-5)
     assert hit["recency"] == pytest.approx(0.5, abs=0.01)  # 30 days = one half-life
@@ -285,3 +285,45 @@ def test_scopes_listing_for_recall_clients(acme: dict[str, Any], api: Any) -> No
     rows = api(acme["contractor"]).get("/api/scopes").json()["results"]
     assert {(r["slug"], r["can_write"]) for r in rows} == {("engineering", False), ("public-docs", True), ("handbook", False)}
     assert Scope.objects.filter(organization=acme["org"]).count() == 4
+
+
+@pytest.mark.django_db
+def test_a_match_on_an_earlier_version_leads_to_the_current_one(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, title="Support tooling", content="All customer tickets live in Zendesk; phone calls are logged by hand.", valid_from=_ago(400))
+    new = client.post(
+        f"/api/memories/{old['id']}/supersede",
+        {"title": "Support moved to Freshdesk", "content": "We are live on Freshdesk now; macros were migrated and phones are built in."},
+    ).json()
+
+    results = _results(client, "where do customer tickets live")
+
+    # The current version answers, with the earlier one that matched named; the earlier one itself is not a result.
+    assert [r["memory"]["id"] for r in results] == [new["id"]]
+    assert results[0]["earlier_version"] == {"id": old["id"], "title": "Support tooling"}
+    assert "Freshdesk" in results[0]["snippet"]
+    # Without an earlier version in play, the field is null.
+    plain = _remember(client, content="The office coffee machine is descaled every Friday.")
+    assert [(r["memory"]["id"], r["earlier_version"]) for r in _results(client, "coffee machine descaled")] == [(plain["id"], None)]
+
+
+@pytest.mark.django_db
+def test_an_earlier_version_leads_only_where_the_reader_may_follow(acme: dict[str, Any], api: Any, outsider: Any, principal_of: Any) -> None:
+    from memories.services.memories import memory_supersede_with_existing
+
+    public_old = _remember(api(acme["exec"]), content="Visitor badges are printed at the front desk on floor 1.", scope="public-docs")
+    sales_new = _remember(api(acme["exec"]), content="Reception now hands out QR passes from the lobby kiosk.", scope="sales")
+    memory_supersede_with_existing(loser_id=public_old["id"], winner_id=sales_new["id"], actor=principal_of(acme["exec"]).actor, reason="test")
+    secret_old = _remember(api(acme["exec"]), content="Parking permits for the Smallman lot come from Lena in facilities.", scope="sales")
+    public_new = _remember(api(acme["exec"]), content="Questions about the building go to the workplace team.", scope="public-docs")
+    memory_supersede_with_existing(loser_id=secret_old["id"], winner_id=public_new["id"], actor=principal_of(acme["exec"]).actor, reason="test")
+
+    # The contractor reads the old badge note but not its sales successor: nothing to show.
+    assert _results(api(acme["contractor"]), "visitor badges printed front desk") == []
+    # An executive follows the same chain.
+    followed = _results(api(acme["exec"]), "visitor badges printed front desk")
+    assert followed[0]["memory"]["id"] == sales_new["id"] and followed[0]["earlier_version"]["id"] == public_old["id"]
+    # A version the reader cannot see lends nothing to one they can (no hint of what it said).
+    hits = _results(api(acme["contractor"]), "parking permits Smallman lot Lena facilities")
+    assert all(r["earlier_version"] is None for r in hits)
+    assert _results(api(outsider), "visitor badges printed front desk") == []
