@@ -16,8 +16,8 @@ Verdicts, in order:
   statements conflict and the newer one says it replaces the old (now, no longer, moved
   from, replaces, deprecated, was …), or the newer one says it moved *from* exactly what the
   older one's title or tags name ("Support moved from Zendesk to Freshdesk" against "Support
-  tooling", tagged zendesk) — never for records of events (incidents, meetings, PRs), which do
-  not go stale;
+  tooling", tagged zendesk) — never for records of events (incidents, meetings, PRs): those
+  never go stale;
 - **contradiction**: aligned statements conflict and nothing says one replaced the other;
 - **duplicate**: every statement of each memory has an aligned, value-equal partner in the
   other, and most words are shared (or the similarity is very high with near-identical words);
@@ -198,7 +198,7 @@ def analyse_statement(text: str, title_frame: set[str] | None = None) -> Stateme
     positive = any(stem(t) in POSITIVE or t in POSITIVE for t in tokens)
     negative = any(t in NEGATIVE for t in tokens)
     polarity = -1 if (negations % 2 == 1) != negative else 1
-    names = _names(text)
+    names = _names(text) - periods  # "Q3" is a period (compared as one), not a named choice
     name_stems = {stem(n) for n in names}
     month_words = set(_MONTHS) | set(_WEEKDAYS) | {d + "s" for d in _WEEKDAYS} | {"am", "pm"}
     frame = {
@@ -364,8 +364,6 @@ def replaced(older: Memo, newer: Memo) -> Replacement | None:
     database's setup page stale), and it does not already name what replaced it (then it may be
     the announcement itself).
     """
-    if older.category.lower() in EVENT_CATEGORIES:
-        return None
     about = content_words(" ".join([older.title, *older.tags]))
     older_words = content_words(" ".join([older.title, *older.tags, older.content]))
     for change in replacements(newer.title, newer.content):
@@ -391,6 +389,14 @@ def _same_subject(existing: Memo, new: Memo, old_statements: list[Statement], ne
 
 def classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> Verdict:
     """Classify a pair (see the module docstring). `existing` was stored before `new`."""
+    verdict = _classify(existing, new, similarity=similarity, now=now)
+    outdated = existing if verdict.outdated == "existing" else new
+    if verdict.kind == "stale" and outdated.category.lower() in EVENT_CATEGORIES:
+        return Verdict(None, 0.0, f"Related, but the older one records an event ({outdated.category}); a later change does not make it wrong.")
+    return verdict
+
+
+def _classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> Verdict:
     new_is_newer = new.valid_from >= existing.valid_from
     older, newer = (existing, new) if new_is_newer else (new, existing)
     older_side = "existing" if new_is_newer else "new"

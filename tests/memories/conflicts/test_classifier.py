@@ -168,3 +168,29 @@ def test_records_of_events_and_the_announcement_itself_do_not_go_stale() -> None
 
     assert classify(incident, FRESHDESK, similarity=0.6, now=NOW).kind is None
     assert classify(plan, FRESHDESK, similarity=0.6, now=NOW).kind is None
+
+
+def test_a_period_named_on_one_side_only_is_not_a_different_choice() -> None:
+    meeting = Memo(
+        "Q3 product planning meeting",
+        "Multi-site view and self-service zones are the two commitments for Fleet Console.",
+        NOW - timedelta(days=130),
+        category="note",
+    )
+    roadmap = Memo(
+        "Roadmap note: dark mode deferred",
+        "Q3 commitments for Fleet Console instead: multi-site view and self-service zones.",
+        NOW - timedelta(days=125),
+        category="decision",
+    )
+
+    assert classify(meeting, roadmap, similarity=0.8, now=NOW).kind is None
+
+
+def test_a_record_of_an_event_is_never_made_stale() -> None:
+    meeting = Memo("CI provider", "Our CI runs on CircleCI for every repository.", NOW - timedelta(days=90), category="meeting")
+    switched = Memo("CI provider", "Our CI runs on GitHub Actions for every repository; we switched from CircleCI.", NOW, category="decision")
+
+    assert classify(meeting, switched, similarity=0.9, now=NOW).kind is None
+    note = Memo(meeting.title, meeting.content, meeting.valid_from, category="note")
+    assert classify(note, switched, similarity=0.9, now=NOW).kind == "stale"
