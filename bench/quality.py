@@ -344,7 +344,8 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
     if args.write:
-        command = f"`.venv/bin/python bench/quality.py --embedder {args.embedder} --write {args.write}`"
+        conflicts = " --with-conflicts" if args.with_conflicts else ""
+        command = f"`.venv/bin/python bench/quality.py --embedder {args.embedder}{conflicts} --write {args.write}`"
         machine = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
         block = f"<!-- quality:begin -->\nCommand: {command} — machine: {machine}; embedder `{args.embedder}`; {report['memories']} memories, {report['queries']} queries.\n\n{table}\n<!-- quality:end -->"
         text = args.write.read_text() if args.write.exists() else "# Quality\n\n"
