@@ -593,7 +593,7 @@ def measure(principal: Any, size: int, query_count: int, data: dict[str, Any]) -
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",")], default=[10_000, 100_000])
+    parser.add_argument("--sizes", type=lambda v: [int(x) for x in v.split(",") if x.strip()], default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--ingest", type=int, default=500, help="memories per ingest run (0 skips ingest)")
     parser.add_argument("--embedders", type=lambda v: v.split(","), default=["hash", "local"], help="ingest embedders")

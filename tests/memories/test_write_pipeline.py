@@ -72,6 +72,26 @@ def test_long_content_is_chunked_and_every_chunk_embedded(acme: dict[str, Any], 
     assert all(content[c.char_start : c.char_end] == c.text for c in chunks)
 
 
+@pytest.mark.django_db
+def test_full_text_weighs_title_and_tags_above_the_body(acme: dict[str, Any], api: Any) -> None:
+    from django.db import connection
+
+    body = _post(api(acme["employee"]), title="Dock firmware", content="Rollouts pause on Fridays.", tags=["pathfinder"]).json()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.search_vector::text,
+                   (setweight(to_tsvector('english', 'Dock firmware'), 'A') || setweight(to_tsvector('english', 'pathfinder'), 'A')
+                    || setweight(to_tsvector('english', c.text), 'B'))::text
+              FROM memories_memorychunk AS c WHERE c.memory_id = %s
+            """,
+            [body["id"]],
+        )
+        stored, expected = cursor.fetchone()
+    assert stored == expected
+    assert "'dock':1A" in stored and "'pathfind':3A" in stored and "'friday':7B" in stored
+
+
 # -- scope resolution --------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_scope_resolution_order_explicit_then_source_rule_then_default(acme: dict[str, Any], api: Any) -> None:
