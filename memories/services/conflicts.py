@@ -173,31 +173,6 @@ def _announces_replacement(a: Memory, b: Memory) -> bool:
     return replaced(_memo(a), _memo(b)) is not None or replaced(_memo(b), _memo(a)) is not None
 
 
-def _naming(cursor: Any, memory: Memory, words: str, *, threshold: float) -> dict[Any, float]:
-    """Other active memories whose title or tags contain `words`, with their best chunk cosine to
-    `memory` when above `threshold`. Full text first (GIN), so only those memories are compared."""
-    cursor.execute(
-        """
-        WITH named AS MATERIALIZED (
-            SELECT c.memory_id, c.embedding
-              FROM memories_memorychunk AS c
-             WHERE c.organization_id = %s AND c.status = 'active' AND c.memory_id <> %s AND c.embedding IS NOT NULL
-               AND c.search_vector @@ plainto_tsquery('english', %s)
-               AND ts_filter(c.search_vector, '{a}') @@ plainto_tsquery('english', %s)
-             ORDER BY c.valid_from DESC
-             LIMIT %s
-        )
-        SELECT named.memory_id, max(1 - (named.embedding <=> mine.embedding)) AS similarity
-          FROM named CROSS JOIN memories_memorychunk AS mine
-         WHERE mine.memory_id = %s AND mine.embedding IS NOT NULL
-         GROUP BY named.memory_id
-        HAVING max(1 - (named.embedding <=> mine.embedding)) > %s
-        """,
-        [memory.organization_id, memory.pk, words, words, REPLACED_SCAN, memory.pk, threshold],
-    )
-    return {row[0]: float(row[1]) for row in cursor.fetchall()}
-
-
 # -- classification -----------------------------------------------------------------------------
 def _memo(memory: Memory) -> Memo:
     return Memo(
