@@ -357,6 +357,27 @@ def test_get_memory_does_not_leak_a_version_the_reader_cannot_see(
 
 
 @pytest.mark.django_db(transaction=True)
+def test_recall_leads_from_an_earlier_version_to_the_current_one_the_reader_may_see(
+    world: SimpleNamespace, mcp_client: Any, principal_of: Callable[[Membership], Principal]
+) -> None:
+    moratorium = services.memory_supersede(
+        principal=principal_of(world.executive),
+        memory_id=world.memories["freeze"],
+        changes={"title": "Holiday moratorium", "content": "Nothing ships to production from Dec 22 to Jan 3."},
+    ).memory
+
+    result = mcp_client.call(world.tokens["contractor"], "recall", query="deploy freeze dec 20")
+    top = result.structured_content["results"][0]
+    assert (top["id"], top["earlier_version_id"]) == (str(moratorium.pk), world.memories["freeze"])
+    assert world.memories["freeze"] not in _ids(result)
+    assert "Found through an earlier version it replaced: Deploy freeze" in _text(result)
+    # A reader who may not see the current version gets nothing from the old one.
+    services.memory_patch(principal=principal_of(world.executive), memory_id=moratorium.pk, changes={"clearance_min": "Executive"})
+    hidden = mcp_client.call(world.tokens["contractor"], "recall", query="deploy freeze dec 20")
+    assert str(moratorium.pk) not in _ids(hidden) and world.memories["freeze"] not in _ids(hidden)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_another_organizations_memory_is_the_same_not_found_as_a_random_id(world: SimpleNamespace, mcp_client: Any) -> None:
     token = world.tokens["executive"]
     foreign = _error(mcp_client.call(token, "get_memory", id=world.memories["globex"]))

@@ -181,6 +181,22 @@ def test_query_switches_to_ranked_recall_with_highlighted_snippets_and_score_bre
     assert "Cafeteria hours" not in html or html.index("Cafeteria hours") > first_result
 
 
+def test_a_search_matching_an_earlier_version_shows_the_current_one_and_says_why(acme: dict[str, Any], outsider: Membership) -> None:
+    old = remember(acme["employee"], "All customer tickets live in Zendesk; phone calls are logged by hand.", title="Support tooling", scope="engineering")
+    new = memory_supersede(
+        principal=principal(acme["employee"]),
+        memory_id=old.pk,
+        changes={"title": "Support moved to Freshdesk", "content": "We are live on Freshdesk now; macros were migrated."},
+    ).memory
+
+    html = html_of(signed_in(acme["employee"]).get("/memories/?q=where+do+customer+tickets+live"))
+
+    assert "Support moved to Freshdesk" in html and f'href="/memories/{new.pk}/"' in html
+    assert "Matched an earlier version it replaced:" in html and f'href="/memories/{old.pk}/">Support tooling</a>' in html
+    outsider_html = html_of(signed_in(outsider).get("/memories/?q=where+do+customer+tickets+live"))
+    assert "Freshdesk" not in outsider_html and "Support tooling" not in outsider_html
+
+
 def test_search_as_you_type_returns_only_the_results_fragment(acme: dict[str, Any], policy: Memory) -> None:
     response = signed_in(acme["employee"]).get("/memories/?q=rate+limiting", headers={"HX-Request": "true", "HX-Target": "memory-results"})
     html = html_of(response)
