@@ -153,6 +153,12 @@ CACHES = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Periodic work run by `celery beat` (make run starts it; so does the compose file).
+CELERY_BEAT_SCHEDULE = {
+    "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
+}
+# Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
+CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)
 
 # --- auth -----------------------------------------------------------------------------
 AUTH_USER_MODEL = "memories.User"

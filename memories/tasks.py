@@ -15,7 +15,7 @@ from django.db import InterfaceError, OperationalError
 
 # Registers the job handlers (extract_decisions) in every process that runs jobs.
 import memories.services.briefs  # noqa: F401
-from memories.services.jobs import RetryableJobError, job_run
+from memories.services.jobs import RetryableJobError, job_run, jobs_purge_finished
 from memories.services.post_write import RETRY, run_post_write
 
 RETRYABLE = (OperationalError, InterfaceError, RetryableJobError)
@@ -52,3 +52,8 @@ def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
 )
 def run_job(job_id: str) -> str:
     return job_run(job_id)
+
+
+@shared_task(name="memories.purge_finished_jobs", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def purge_finished_jobs() -> int:
+    return jobs_purge_finished()

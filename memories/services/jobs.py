@@ -1,8 +1,12 @@
-"""Jobs: create (enqueued on commit), claim, report progress, finish.
+"""Jobs: create (enqueued on commit), claim, report progress, finish, and forget.
 
 A job row is claimed with a conditional update (queued → running), so a task delivered twice
 runs its work once; a job left `running` by a worker that died is claimable again after
 STALE_AFTER (the task's hard time limit plus a margin), up to MAX_ATTEMPTS.
+
+A job's payload is what the person sent (a whole meeting transcript, say) and its result
+quotes it. Neither is a memory — nothing audits, scopes or redacts it — so finished jobs are
+deleted after CORTEX_JOB_RETENTION_HOURS (`jobs_purge_finished`, run hourly by beat).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -106,3 +111,16 @@ def _finish(job: Job, *, result: dict[str, Any] | None = None, error: dict[str, 
         progress=100,
         finished_at=timezone.now(),
     )
+
+
+def jobs_purge_finished(*, now: Any = None) -> int:
+    """Delete jobs that finished more than CORTEX_JOB_RETENTION_HOURS ago; how many went.
+
+    Queued and running jobs stay, however old. Running it again deletes nothing more.
+    """
+    cutoff = (now or timezone.now()) - timedelta(hours=settings.CORTEX_JOB_RETENTION_HOURS)
+    finished = Job.objects.filter(status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED], finished_at__lt=cutoff)
+    deleted, _ = finished.delete()
+    if deleted:
+        logger.info("deleted %d finished jobs older than %s", deleted, cutoff.isoformat())
+    return deleted

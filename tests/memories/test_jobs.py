@@ -82,3 +82,32 @@ def test_an_unexpected_error_fails_the_job_without_leaking_internals(job: Job, m
     assert jobs.job_run(job.pk) == "failed"
     job.refresh_from_db()
     assert job.error is not None and job.error["code"] == "INTERNAL_ERROR" and "secret" not in job.error["message"]
+
+
+def test_finished_jobs_and_the_transcripts_sent_to_them_are_deleted_after_the_retention(
+    job: Job, acme: dict[str, Any], principal_of: Any, api: Any, settings: Any
+) -> None:
+    from memories.tasks import purge_finished_jobs
+
+    settings.CORTEX_JOB_RETENTION_HOURS = 24
+    assert run_job.apply(args=(str(job.pk),)).get() == "succeeded"
+    waiting = jobs.job_create(principal=principal_of(acme["employee"]), kind=Job.Kind.EXTRACT_DECISIONS, payload={"summary": "Old but queued."})
+    Job.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(days=3))
+
+    assert purge_finished_jobs.apply().get() == 0  # finished a moment ago: kept, and its owner still sees it
+    assert api(acme["employee"]).get(f"/api/jobs/{job.pk}").json()["status"] == "succeeded"
+
+    Job.objects.filter(pk=job.pk).update(finished_at=timezone.now() - timedelta(hours=25))
+    assert purge_finished_jobs.apply().get() == 1
+    assert not Job.objects.filter(pk=job.pk).exists()
+    assert api(acme["employee"]).get(f"/api/jobs/{job.pk}").status_code == 404
+    assert Job.objects.filter(pk=waiting.pk).exists()  # not finished: never purged
+    assert purge_finished_jobs.apply().get() == 0  # running it again changes nothing
+
+
+def test_beat_runs_the_job_clean_up_hourly() -> None:
+    from cortex_site.celery import app
+
+    schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
+    assert schedule == {"memories.purge_finished_jobs": 3600.0}
+    assert "memories.purge_finished_jobs" in app.tasks
