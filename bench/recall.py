@@ -14,8 +14,9 @@ What it measures (docs/benchmarks.md has the numbers and how to read them):
 - **agreement@10**: overlap of the dense top-10 memories of the index path
   (`memories.retrieval.sql.dense_hits`) with the numpy top-10, and of the final `recall()`
   top-10 with `recall(exact=True)`;
-- **ingest**: memories/s through the real write pipeline (`memory_create`, one memory per call,
-  300–800 characters) with the `hash` and the `local` embedder.
+- **ingest**: memories/s through the real write pipeline with the `hash` and the `local`
+  embedder (300–800 characters each): `memory_create`, one memory per call, and
+  `memory_create_many` in batches of 25, as `cortex import` writes JSONL.
 
 How the corpora are loaded: memories come from bench/synthetic.py (seeded); they are chunked by
 the real chunker, embedded with the `hash` embedder (what Cortex is configured with in that
@@ -133,7 +134,8 @@ def summary(results: dict[str, Any]) -> str:
             lines.append(
                 f"ingest {phase['embedder']:>5}: {phase['memories_per_s']:.1f} memories/s "
                 f"(p50 {phase['write_ms']['p50']:.1f} ms, p95 {phase['write_ms']['p95']:.1f} ms per memory; "
-                f"embedding alone {phase['embed_only_per_s']:.1f}/s; load {phase['loadavg']})"
+                f"embedding alone {phase['embed_only_per_s']:.1f}/s; batches of {phase['bulk_batch']} through memory_create_many: "
+                f"{phase['bulk_memories_per_s']:.1f} memories/s; load {phase['loadavg']})"
             )
         else:
             lines.append(
@@ -235,13 +237,16 @@ def make_org(slug: str) -> tuple[Any, Any, Any]:
 
 
 # -- ingest -------------------------------------------------------------------------------------------
+BULK_BATCH = 25
+
+
 def phase_ingest(embedder_name: str, count: int) -> dict[str, Any]:
     setup_django()
     from synthetic import memory
 
     from memories.chunking import chunk_text
     from memories.embeddings.factory import get_embedder
-    from memories.services.memories import MemoryDraft, embedding_text, memory_create
+    from memories.services.memories import MemoryDraft, WriteResult, embedding_text, memory_create, memory_create_many
 
     slug = f"ingest-{time.strftime('%Y%m%d-%H%M%S')}"
     _org, writer, _ = make_org(slug)
@@ -264,6 +269,14 @@ def phase_ingest(embedder_name: str, count: int) -> dict[str, Any]:
         latencies.append((time.perf_counter() - t0) * 1000)
         assert not result.deduplicated
     total = time.perf_counter() - started
+    # The same number of new memories in batches through memory_create_many (what `cortex import`
+    # does with JSONL): one embedding call and one commit per batch.
+    batched = [memory(INGEST_SEED + salt + 1, i, allow_long=False) for i in range(len(timed))]
+    started = time.perf_counter()
+    for start in range(0, len(batched), BULK_BATCH):
+        outcomes = memory_create_many(principal=writer, drafts=[draft(m) for m in batched[start : start + BULK_BATCH]])
+        assert all(isinstance(o, WriteResult) and not o.deduplicated for o in outcomes), outcomes
+    bulk_total = time.perf_counter() - started
     # The embedding alone, one call per memory as the pipeline makes it, for the same texts.
     texts = [[embedding_text(m.title, c.text) for c in chunk_text(m.content)] for m in timed]
     t0 = time.perf_counter()
@@ -278,6 +291,8 @@ def phase_ingest(embedder_name: str, count: int) -> dict[str, Any]:
         "seconds": round(total, 2),
         "memories_per_s": round(len(timed) / total, 1),
         "write_ms": percentiles(latencies),
+        "bulk_batch": BULK_BATCH,
+        "bulk_memories_per_s": round(len(batched) / bulk_total, 1),
         "embed_only_per_s": round(len(timed) / embed_only, 1),
         "embed_only_ms_mean": round(embed_only / len(timed) * 1000, 2),
         "loadavg": f"{before} → {loadavg()}",

@@ -1,8 +1,10 @@
 """Bulk import (documents and JSONL) through the write pipeline, and JSONL export.
 
-Import: every item — a document, or one line of a .jsonl file — becomes one `memory_create`
-call on behalf of a Principal, so scope resolution, no-write-up, clearance, chunking,
-embedding and auditing are exactly those of a single write. Items fail one by one with the
+Import: every item — a document, or one line of a .jsonl file — goes through the write
+pipeline on behalf of a Principal (`memory_create`; JSONL lines in batches of JSONL_BATCH
+through `memory_create_many`: one embedding call and one commit per batch), so scope
+resolution, no-write-up, clearance, chunking, embedding and auditing are exactly those of a
+single write. Items fail one by one with the
 pipeline's own error; the rest carry on. Re-running an import creates nothing new: each item
 carries an idempotency key derived from where it came from and what it holds (see
 `_file_key` and `_line_key`), and the pipeline answers a known key with the original memory.
@@ -31,9 +33,10 @@ from memories.access import Principal, clearance_names
 from memories.api.representation import memory_representation
 from memories.models import Memory, Organization, Scope
 from memories.services.documents import SUPPORTED_EXTENSIONS, check_size, extract_text
-from memories.services.memories import MemoryDraft, memory_create
+from memories.services.memories import MemoryDraft, WriteResult, memory_create, memory_create_many
 
 IMPORT_SOURCE = "Import"
+JSONL_BATCH = 25
 JSONL_EXTENSION = ".jsonl"
 IMPORTABLE_EXTENSIONS = (*SUPPORTED_EXTENSIONS, JSONL_EXTENSION)
 
@@ -184,9 +187,15 @@ def import_files(*, principal: Principal, files: Sequence[ImportFile], defaults:
 
 def _write(principal: Principal, label: str, draft: MemoryDraft) -> ItemOutcome:
     try:
-        result = memory_create(principal=principal, draft=draft)
+        result: WriteResult | CortexError = memory_create(principal=principal, draft=draft)
     except CortexError as exc:
-        return _failed(label, exc)
+        result = exc
+    return _outcome(label, result)
+
+
+def _outcome(label: str, result: WriteResult | CortexError) -> ItemOutcome:
+    if isinstance(result, CortexError):
+        return _failed(label, result)
     status = ItemStatus.DEDUPLICATED if result.deduplicated else ItemStatus.CREATED
     return ItemOutcome(label, status, memory_id=str(result.memory.pk))
 
@@ -249,6 +258,8 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
             item.relative, ItemStatus.FAILED, error_code="UNREADABLE", message=f"{item.relative}: {exc.strerror or exc}."
         )
         return
+    # Outcomes in file order: a line that failed to parse waits for the drafts before it.
+    batch: list[ItemOutcome | tuple[str, MemoryDraft]] = []
     with handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -257,17 +268,25 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
             try:
                 fields = _parse_line(raw)
                 if fields.get("status") not in (None, "active"):
-                    yield ItemOutcome(
-                        label, ItemStatus.SKIPPED, message=f"a {fields['status']} memory (only active ones are imported)"
-                    )
-                    continue
-                draft = draft_from_fields(
-                    fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id"))
-                )
+                    batch.append(ItemOutcome(label, ItemStatus.SKIPPED, message=f"a {fields['status']} memory (only active ones are imported)"))
+                else:
+                    batch.append((label, draft_from_fields(fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id")))))
             except CortexError as exc:
-                yield _failed(label, exc)
-                continue
-            yield _write(principal, label, draft)
+                batch.append(_failed(label, exc))
+            if sum(1 for entry in batch if isinstance(entry, tuple)) >= JSONL_BATCH:
+                yield from _write_batch(principal, batch)
+                batch = []
+    yield from _write_batch(principal, batch)
+
+
+def _write_batch(principal: Principal, batch: list[ItemOutcome | tuple[str, MemoryDraft]]) -> Iterator[ItemOutcome]:
+    writes = [entry for entry in batch if isinstance(entry, tuple)]
+    results = iter(memory_create_many(principal=principal, drafts=[draft for _, draft in writes])) if writes else iter(())
+    for entry in batch:
+        if isinstance(entry, ItemOutcome):
+            yield entry
+        else:
+            yield _outcome(entry[0], next(results))
 
 
 def _parse_line(raw: bytes) -> dict[str, Any]:

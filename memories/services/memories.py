@@ -29,9 +29,9 @@ from django.db.models import Value
 from django.utils import timezone
 
 from audit.services import Actor, record
-from cortex_site.errors import Conflict, PayloadTooLarge, PermissionDenied, ValidationFailed
+from cortex_site.errors import Conflict, CortexError, PayloadTooLarge, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names
-from memories.chunking import chunk_text
+from memories.chunking import Chunk, chunk_text
 from memories.models import PUBLIC_DOCS_SLUG, Memory, MemoryChunk, Scope, SourceScopeRule
 from memories.selectors.memories import memory_for_history
 from memories.services.embedding import embed_for_store
@@ -278,8 +278,89 @@ def _index_chunks(memory_id: Any) -> None:
         )
 
 
+@dataclass(frozen=True)
+class _PreparedWrite:
+    """A draft that passed every check and needs storing: cleaned fields, scope, chunks."""
+
+    principal: Principal
+    draft: MemoryDraft
+    title: str
+    content: str
+    source: str
+    category: str
+    tags: list[str]
+    source_url: str
+    valid_from: datetime
+    scope: Scope
+    resolution: str
+    clearance_rank: int
+    digest: str
+    supersedes: Memory | None
+    chunks: list[Chunk]
+
+    def embedding_texts(self) -> list[str]:
+        return [embedding_text(self.title, c.text) for c in self.chunks]
+
+
 def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memory | None = None) -> WriteResult:
     """Store a memory through the whole pipeline; see the module docstring for the order of checks."""
+    prepared = _prepare(principal, draft, supersedes)
+    if isinstance(prepared, WriteResult):
+        return prepared
+    vectors = embed_for_store(prepared.embedding_texts(), for_write=True)
+    return _store(prepared, vectors)
+
+
+def memory_create_many(*, principal: Principal, drafts: Sequence[MemoryDraft]) -> list[WriteResult | CortexError]:
+    """Store many memories as `memory_create` would, one outcome per draft, in order.
+
+    For bulk ingest (imports): every draft is checked alone (a bad one is its own error), the
+    chunks of all of them are embedded in one call, and they are stored in one transaction
+    with a savepoint each, so there is one commit for the batch. An embedding failure fails
+    every draft that needed it and stores none of them (retry-safe, like a single write).
+    """
+    outcomes: list[WriteResult | CortexError | None] = [None] * len(drafts)
+    pending: list[tuple[int, _PreparedWrite]] = []
+    for position, draft in enumerate(drafts):
+        try:
+            prepared = _prepare(principal, draft, None)
+        except CortexError as exc:
+            outcomes[position] = exc
+            continue
+        if isinstance(prepared, WriteResult):
+            outcomes[position] = prepared
+        else:
+            pending.append((position, prepared))
+    if pending:
+        try:
+            vectors = embed_for_store([text for _, p in pending for text in p.embedding_texts()], for_write=True)
+        except CortexError as exc:
+            for position, _ in pending:
+                outcomes[position] = exc
+            pending = []
+        offset = 0
+        with transaction.atomic():
+            for position, prepared in pending:
+                count = len(prepared.chunks)
+                try:
+                    outcomes[position] = _store(prepared, vectors[offset : offset + count])
+                except CortexError as exc:
+                    outcomes[position] = exc
+                except IntegrityError:
+                    # Its savepoint is rolled back; the rest of the batch goes on.
+                    outcomes[position] = Conflict(
+                        "Another memory took this item's identity meanwhile (the same source item twice?); it was not stored.",
+                        error_code="DUPLICATE_ITEM",
+                    )
+                offset += count
+    return [outcome for outcome in outcomes if outcome is not None]
+
+
+def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None) -> _PreparedWrite | WriteResult:
+    """Every check before embedding: validation, scope, clearance, idempotency, duplicates.
+
+    A WriteResult means nothing needs storing (a replayed idempotency key or a duplicate).
+    """
     if principal.read_only:
         raise PermissionDenied("This token is read-only; it cannot store memories.", error_code="TOKEN_READ_ONLY")
     content = draft.content.replace("\r\n", "\n") if isinstance(draft.content, str) else ""
@@ -294,12 +375,11 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
     scope, resolution = resolve_scope(principal, draft.scope, source)
     clearance_rank = clearance_rank_of(principal, draft.clearance_min)
     digest = content_hash(content)
-    user = principal.user
 
     if draft.idempotency_key:
         if len(draft.idempotency_key) > 255:
             raise ValidationFailed("idempotency_key is at most 255 characters.", error_code="INVALID_IDEMPOTENCY_KEY")
-        earlier = Memory.objects.filter(organization_id=principal.organization_id, created_by=user, idempotency_key=draft.idempotency_key).first()
+        earlier = Memory.objects.filter(organization_id=principal.organization_id, created_by=principal.user, idempotency_key=draft.idempotency_key).first()
         if earlier is not None:
             return _replay(principal, earlier, resolution)
     if draft.external_id and supersedes is None:
@@ -313,36 +393,55 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
     duplicate = _readable_duplicate(principal, scope, digest, supersedes)
     if duplicate is not None:
         return WriteResult(duplicate, resolution, deduplicated=True)
+    return _PreparedWrite(
+        principal=principal,
+        draft=draft,
+        title=title,
+        content=content,
+        source=source,
+        category=category,
+        tags=tags,
+        source_url=source_url,
+        valid_from=valid_from,
+        scope=scope,
+        resolution=resolution,
+        clearance_rank=clearance_rank,
+        digest=digest,
+        supersedes=supersedes,
+        chunks=chunk_text(content),
+    )
 
-    chunks = chunk_text(content)
-    vectors = embed_for_store([embedding_text(title, c.text) for c in chunks], for_write=True)
 
+def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
+    """One transaction (a savepoint inside a caller's): memory, chunks, audit event; post-write work on commit."""
+    principal, draft, scope, supersedes = p.principal, p.draft, p.scope, p.supersedes
+    user = principal.user
     try:
         with transaction.atomic():
-            _lock("memory-content", principal.organization_id, scope.pk, digest)
-            duplicate = _readable_duplicate(principal, scope, digest, supersedes)
+            _lock("memory-content", principal.organization_id, scope.pk, p.digest)
+            duplicate = _readable_duplicate(principal, scope, p.digest, supersedes)
             if duplicate is not None:
-                return WriteResult(duplicate, resolution, deduplicated=True)
+                return WriteResult(duplicate, p.resolution, deduplicated=True)
             external_id = draft.external_id or (supersedes.external_id if supersedes is not None else "")
             if supersedes is not None:
                 _retire(supersedes)
             memory = Memory.objects.create(
                 organization_id=principal.organization_id,
                 scope=scope,
-                title=title,
-                content=content,
-                category=category,
-                source=source,
-                source_url=source_url,
+                title=p.title,
+                content=p.content,
+                category=p.category,
+                source=p.source,
+                source_url=p.source_url,
                 author=None if draft.author_name else user,
                 author_name=draft.author_name.strip()[:200],
                 created_by=user,
-                tags=tags,
-                clearance_rank=clearance_rank,
-                valid_from=valid_from,
+                tags=p.tags,
+                clearance_rank=p.clearance_rank,
+                valid_from=p.valid_from,
                 valid_until=draft.valid_until,
                 external_id=external_id,
-                content_hash=digest,
+                content_hash=p.digest,
                 idempotency_key=draft.idempotency_key,
                 supersedes=supersedes,
             )
@@ -356,16 +455,16 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
                     embedding=vectors[i],
                     organization_id=memory.organization_id,
                     scope=scope,
-                    clearance_rank=clearance_rank,
+                    clearance_rank=p.clearance_rank,
                     status=memory.status,
-                    valid_from=valid_from,
+                    valid_from=p.valid_from,
                     valid_until=memory.valid_until,
-                    category=category,
-                    source=source,
-                    tags=tags,
-                    search_vector=_search_vector(title, tags, c.text),
+                    category=p.category,
+                    source=p.source,
+                    tags=p.tags,
+                    search_vector=_search_vector(p.title, p.tags, c.text),
                 )
-                for i, c in enumerate(chunks)
+                for i, c in enumerate(p.chunks)
             )
             if supersedes is not None:
                 Memory.objects.filter(pk=supersedes.pk).update(superseded_by=memory)
@@ -378,9 +477,9 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
                 target_id=memory.pk,
                 details={
                     "scope": scope.slug,
-                    "scope_resolution": resolution,
-                    "source": source,
-                    "chunks": len(chunks),
+                    "scope_resolution": p.resolution,
+                    "source": p.source,
+                    "chunks": len(p.chunks),
                     "supersedes": str(supersedes.pk) if supersedes else None,
                 },
             )
@@ -390,9 +489,9 @@ def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memor
         if draft.idempotency_key:
             earlier = Memory.objects.filter(organization_id=principal.organization_id, created_by=user, idempotency_key=draft.idempotency_key).first()
             if earlier is not None:
-                return _replay(principal, earlier, resolution)
+                return _replay(principal, earlier, p.resolution)
         raise
-    return WriteResult(memory, resolution)
+    return WriteResult(memory, p.resolution)
 
 
 def _replay(principal: Principal, earlier: Memory, resolution: str) -> WriteResult:

@@ -18,6 +18,7 @@ from memories.embeddings.local import (
     LocalModelError,
     default_model_path,
     default_tokenizer_path,
+    embed_batch_size,
     embed_threads,
 )
 
@@ -66,7 +67,7 @@ def test_batched_vectors_match_one_by_one(embedder: LocalEmbedder) -> None:
     # 70 texts of mixed lengths: three batches of 32, each padded differently.
     texts = [f"{SENTENCES[i % 3]} #{i} " * (1 + i % 4) for i in range(70)]
 
-    batched = embedder.embed(texts)
+    batched = LocalEmbedder(batch_size=32).embed(texts)
     single = np.stack([embedder.embed([text])[0] for text in texts])
 
     np.testing.assert_allclose(batched, single, atol=1e-5)
@@ -161,6 +162,16 @@ def test_thread_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("CORTEX_EMBED_THREADS", "0")
     with pytest.raises(ValueError, match="positive"):
         embed_threads()
+
+
+def test_batch_size_comes_from_the_environment_and_defaults_to_one_text_per_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CORTEX_EMBED_BATCH", raising=False)
+    assert embed_batch_size() == 1
+    monkeypatch.setenv("CORTEX_EMBED_BATCH", "16")
+    assert embed_batch_size() == 16
+    monkeypatch.setenv("CORTEX_EMBED_BATCH", "-2")
+    with pytest.raises(ValueError, match="CORTEX_EMBED_BATCH must be a positive integer"):
+        embed_batch_size()
 
 
 def test_build_embedder_local_refuses_another_model_or_size() -> None:
