@@ -1,7 +1,8 @@
 """The write pipeline and the memory lifecycle: create, supersede, patch, redact, delete.
 
-Every write path — REST, UI, MCP, CLI import, connectors — calls `memory_create` (or one of
-the lifecycle services), so the same rules hold everywhere:
+Every write path — REST, UI, MCP, CLI import, connectors — calls `memory_create` (or
+`memory_create_many` for a batch, or one of the lifecycle services), so the same rules hold
+everywhere:
 
   validate → resolve scope → may the principal write there (no write-up) and is clearance_min
   at most its clearance → idempotency / exact duplicate → chunk → embed every chunk in one
