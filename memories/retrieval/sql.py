@@ -73,6 +73,7 @@ class DenseHit:
     chunk_id: int
     memory_id: Any
     similarity: float
+    superseded: bool = False
 
 
 def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: bool = False) -> list[DenseHit]:
@@ -92,18 +93,18 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
         cursor.execute(
             f"""
             WITH hits AS MATERIALIZED (
-                SELECT c.id, c.memory_id, c.embedding <=> %s::vector AS distance
+                SELECT c.id, c.memory_id, c.embedding <=> %s::vector AS distance, c.status = 'superseded' AS superseded
                   FROM memories_memorychunk AS c
                  WHERE {clause} AND c.embedding IS NOT NULL
                  ORDER BY c.embedding <=> %s::vector
                  LIMIT %s
             )
-            SELECT id, memory_id, distance FROM hits ORDER BY distance
+            SELECT id, memory_id, distance, superseded FROM hits ORDER BY distance
             """,  # noqa: S608 - clause is built from fixed fragments; values are parameters
             [literal, *params, literal, k],
         )
         rows = cursor.fetchall()
-    return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2])) for r in rows]
+    return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2]), superseded=bool(r[3])) for r in rows]
 
 
 def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:

@@ -269,8 +269,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     terms, weights, common = _term_weights(principal.organization_id, query_terms(text))
     k = max(query.limit * 4, 40)
     dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
-    # Chunks of one memory crowd each other out; widen until `limit` memories or nothing more.
-    while len({h.memory_id for h in dense}) < query.limit and len(dense) == k and k < 2000:
+    # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
+    # current memories or nothing more.
+    while len({h.memory_id for h in dense if not h.superseded}) < query.limit and len(dense) == k and k < 2000:
         k *= 4
         dense = sql.dense_hits(vector, where, k, exact=exact)
     lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []

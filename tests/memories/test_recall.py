@@ -327,3 +327,22 @@ def test_an_earlier_version_leads_only_where_the_reader_may_follow(acme: dict[st
     hits = _results(api(acme["contractor"]), "parking permits Smallman lot Lena facilities")
     assert all(r["earlier_version"] is None for r in hits)
     assert _results(api(outsider), "visitor badges printed front desk") == []
+
+
+@pytest.mark.django_db
+def test_many_earlier_versions_do_not_crowd_other_memories_out(acme: dict[str, Any], api: Any) -> None:
+    """An item edited many times (a synced page, say) leaves many superseded versions; they may lead
+    to their current version but must not take the places of other current memories."""
+    client = api(acme["employee"])
+    item = _remember(client, content="Deploy window: production deploys happen on Tuesday afternoons, revision 0.")
+    for revision in range(1, 46):
+        item = client.post(f"/api/memories/{item['id']}/supersede", {"content": f"Deploy window: production deploys happen on Tuesday afternoons, revision {revision}."}).json()
+    others = [
+        _remember(client, content="Deploy checklist: production deploys need a green build and a rollback plan."),
+        _remember(client, content="Deploy freeze: no production deploys during the last week of December."),
+    ]
+
+    results = _results(client, "when do production deploys happen", limit=3)
+
+    assert Memory.objects.filter(status="superseded").count() == 45
+    assert {r["memory"]["id"] for r in results} == {item["id"], *(o["id"] for o in others)}
