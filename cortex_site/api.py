@@ -7,7 +7,8 @@ right status; every response carries X-Request-ID (set by audit.middleware).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
@@ -116,7 +117,10 @@ class CortexCursorPagination(CursorPagination):
 
 
 class PrincipalRateThrottle(SimpleRateThrottle):
-    """One budget per token, per signed-in user, or per IP for anonymous calls."""
+    """One budget per token, per signed-in user, or per IP for anonymous calls.
+
+    A token's budget is shared by REST and MCP (see `token_throttle_wait`).
+    """
 
     scope = "principal"
 
@@ -128,3 +132,20 @@ class PrincipalRateThrottle(SimpleRateThrottle):
         else:
             ident = f"ip:{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+@dataclass(frozen=True)
+class _TokenCall:
+    """What PrincipalRateThrottle reads of a request, for a call that did not come through DRF."""
+
+    auth: Any
+    user: Any = None
+
+
+def token_throttle_wait(token: Any) -> float | None:
+    """Charge one call to a token's budget (the same one its REST calls use): None when the call
+    may go ahead, else the seconds until it may."""
+    throttle = PrincipalRateThrottle()
+    if throttle.allow_request(cast(Request, _TokenCall(auth=token)), None):
+        return None
+    return throttle.wait() or 1.0

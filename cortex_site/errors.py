@@ -72,6 +72,12 @@ class Unprocessable(CortexError):
     default_message = "The request is well-formed but cannot be processed."
 
 
+class RateLimited(CortexError):
+    status = 429
+    error_code = "RATE_LIMITED"
+    default_message = "Too many requests; retry shortly."
+
+
 class ServiceUnavailable(CortexError):
     status = 503
     error_code = "SERVICE_UNAVAILABLE"

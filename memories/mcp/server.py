@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Any
@@ -34,7 +35,8 @@ from rest_framework import serializers
 from audit.context import current_request_id
 from audit.models import AuditEvent
 from audit.services import Actor, record
-from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, ValidationFailed
+from cortex_site.api import token_throttle_wait
+from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal
 from memories.api.memories import MemoryCreateInput, RecallInput, recall_query
 from memories.api.representation import citation, iso, present_memory, redaction
@@ -120,6 +122,13 @@ def run_tool(tool: str, access: AccessToken | None, work: Callable[[Principal], 
         if access is None:  # the SDK refuses unauthenticated requests before this; be explicit anyway
             raise NotAuthenticated("A bearer token is required.", error_code="NOT_AUTHENTICATED")
         principal = principal_for(access)
+        wait = token_throttle_wait(principal.token)
+        if wait is not None:
+            seconds = math.ceil(wait)
+            raise RateLimited(
+                f"Too many calls with this token (the limit is shared with its REST calls); retry in {seconds} s.",
+                details={"retry_after_seconds": seconds},
+            )
         answer = work(principal)
     except CortexError as exc:
         organization, actor = (principal.organization_id, principal.actor) if principal else actor_for(access)

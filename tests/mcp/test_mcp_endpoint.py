@@ -627,3 +627,23 @@ def test_2025_06_18_and_2026_07_28_clients_get_the_same_answers(world: SimpleNam
     assert set(answers) == {"2025-06-18", "2026-07-28"}
     assert answers["2025-06-18"] == answers["2026-07-28"]
     assert set(answers["2025-06-18"]) == {world.memories["freeze"], world.memories["etiquette"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tokens_calls_share_one_rate_limit_across_mcp_and_rest(
+    world: SimpleNamespace, mcp_client: Any, make_token: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cortex_site.api import PrincipalRateThrottle
+
+    monkeypatch.setattr(PrincipalRateThrottle, "THROTTLE_RATES", {"principal": "3/min"})
+    token = make_token(world.contractor)
+    assert not mcp_client.call(token, "recall", query="deploy freeze").is_error
+    assert httpx.get(f"{mcp_client.server_url}/api/scopes", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    assert not mcp_client.call(token, "list_memories").is_error
+
+    limited = _error(mcp_client.call(token, "recall", query="deploy freeze"))
+    assert limited["error_code"] == "RATE_LIMITED" and limited["details"]["retry_after_seconds"] > 0
+    assert httpx.get(f"{mcp_client.server_url}/api/scopes", headers={"Authorization": f"Bearer {token}"}).status_code == 429
+    # Another token has its own budget.
+    assert not mcp_client.call(world.tokens["contractor"], "recall", query="deploy freeze").is_error
+    assert AuditEvent.objects.filter(action="mcp.call", details__error_code="RATE_LIMITED").count() == 1
