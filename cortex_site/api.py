@@ -146,6 +146,7 @@ def token_throttle_wait(token: Any) -> float | None:
     """Charge one call to a token's budget (the same one its REST calls use): None when the call
     may go ahead, else the seconds until it may."""
     throttle = PrincipalRateThrottle()
-    if throttle.allow_request(cast(Request, _TokenCall(auth=token)), None):
+    # The throttle reads the request only (never the view), so there is no view to pass.
+    if throttle.allow_request(cast(Request, _TokenCall(auth=token)), cast(Any, None)):
         return None
     return throttle.wait() or 1.0
