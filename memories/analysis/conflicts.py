@@ -359,17 +359,19 @@ def replacements(title: str, content: str) -> list[Replacement]:
 def replaced(older: Memo, newer: Memo) -> Replacement | None:
     """The newer memory's explicit change away from what the older one is about, if it says one.
 
-    "About" is strict: every word of OLD is in the older memory's title or tags, the older memory
+    "About" is strict: every word of OLD is in the older memory's title or tags; the older memory
     talks about everything that moved ("sessions moved from Postgres to Redis" does not make the
-    database's setup page stale), and it does not already name what replaced it (then it may be
-    the announcement itself).
+    database's setup page stale) and its title or tags name some of it ("the sync meeting moved
+    from Zoom to Meet" does not make a Zoom setup guide stale); and it does not already name what
+    replaced it (then it may be the announcement itself).
     """
     about = content_words(" ".join([older.title, *older.tags]))
     older_words = content_words(" ".join([older.title, *older.tags, older.content]))
     for change in replacements(newer.title, newer.content):
         old_words = content_words(change.old)
         new_words = content_words(change.new) - old_words
-        if old_words <= about and change.what and change.what <= older_words and not (new_words and new_words <= older_words):
+        what_it_is_about = change.what <= older_words and bool(change.what & about)
+        if old_words <= about and what_it_is_about and not (new_words and new_words <= older_words):
             return change
     return None
 

@@ -150,6 +150,27 @@ def test_moving_something_else_away_from_a_tool_does_not_make_the_tools_page_sta
     assert classify(database, sessions, similarity=0.6, now=NOW).kind is None
 
 
+def test_moving_one_meeting_off_a_tool_leaves_the_tools_guide_but_not_that_meetings_page() -> None:
+    moved = Memo("Weekly sync moves to Meet", "We moved the weekly sync meeting from Zoom to Google Meet.", NOW - timedelta(days=3), category="note")
+    guide = Memo(
+        "Zoom setup guide",
+        "Install the Zoom client, sign in with Okta SSO and test your audio before your first meeting.",
+        NOW - timedelta(days=400),
+        tags=("zoom", "tools"),
+        category="note",
+    )
+    sync_page = Memo(
+        "Weekly sync: Zoom link and agenda",
+        "The weekly sync meeting is on Zoom every Monday; the agenda lives in the team doc.",
+        NOW - timedelta(days=200),
+        tags=("zoom",),
+        category="note",
+    )
+
+    assert classify(guide, moved, similarity=0.5, now=NOW).kind is None
+    assert classify(sync_page, moved, similarity=0.5, now=NOW).kind == "stale"
+
+
 def test_records_of_events_and_the_announcement_itself_do_not_go_stale() -> None:
     incident = Memo(
         "Zendesk outage: tickets delayed",
