@@ -229,3 +229,31 @@ def test_an_event_rolled_back_with_its_write_leaves_no_gap(make_org: Callable[..
     _record_some(org, 1)
     assert not AuditEvent.objects.filter(action="test.never_happened").exists()
     assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
+def test_audit_verify_all_checks_every_chain_and_names_the_broken_ones(make_org: Callable[..., Organization]) -> None:
+    intact, tampered = make_org("intact"), make_org("tampered")
+    _record_some(intact, 2)
+    events = _record_some(tampered, 3)
+    record("auth.token_rejected", organization=None, actor=Actor.anonymous(), outcome=AuditEvent.Outcome.DENIED)
+    counts = {o.slug: AuditEvent.objects.filter(organization=o).count() for o in (intact, tampered)}
+    out = StringIO()
+    call_command("cortex", "audit", "verify", "--all", stdout=out)
+    lines = out.getvalue().splitlines()
+    assert f"ok {counts['intact']} events  intact" in lines and f"ok {counts['tampered']} events  tampered" in lines
+    assert any(line.endswith("(no organization)") and line.startswith("ok ") for line in lines)
+
+    with trigger_disabled(), connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditevent SET action = 'test.innocent' WHERE id = %s", [events[1].pk])
+    out = StringIO()
+    with pytest.raises(CommandError, match=r"1 of \d+ audit chains are broken: tampered\."):
+        call_command("cortex", "audit", "verify", "--all", stdout=out)
+    assert f"ok {counts['intact']} events  intact" in out.getvalue()
+    assert f"first broken event id {events[1].pk} in the audit chain of tampered" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_audit_verify_needs_an_organization_or_all() -> None:
+    with pytest.raises(CommandError):
+        call_command("cortex", "audit", "verify")
