@@ -118,7 +118,9 @@ def api(make_token: Callable[..., str]) -> Callable[..., ApiClient]:
 
 @pytest.fixture
 def principal_of() -> Callable[[Membership], Principal]:
-    return lambda membership: Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
+    from support import principal
+
+    return principal
 
 
 @pytest.fixture

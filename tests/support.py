@@ -1,8 +1,31 @@
-"""Assertions shared by tests (import as `from support import ...`)."""
+"""Helpers shared by tests (import as `from support import ...`)."""
 
 from __future__ import annotations
 
 from typing import Any
+
+from django.test import Client
+
+from memories.access import Principal
+from memories.models import Membership, Memory
+from memories.services.memories import MemoryDraft, memory_create
+
+
+def principal(membership: Membership) -> Principal:
+    """The Principal a member acts as, loaded afresh (as a request would)."""
+    return Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
+
+
+def signed_in(membership: Membership) -> Client:
+    """A browser session for the member."""
+    client = Client()
+    client.force_login(membership.user)
+    return client
+
+
+def remember(membership: Membership, content: str, **fields: Any) -> Memory:
+    """Store a memory as the member through the write pipeline."""
+    return memory_create(principal=principal(membership), draft=MemoryDraft(content=content, **fields)).memory
 
 
 def assert_envelope(response: Any, status: int, error_code: str | None = None) -> dict[str, Any]:

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test import override_settings
+from support import principal
 
 from audit.models import AuditEvent
-from memories.access import Principal
 from memories.embeddings.base import EmbeddingUnavailable, Matrix
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.hashing import MODEL_NAME, HashEmbedder
@@ -44,9 +44,6 @@ def run(*args: str) -> str:
     call_command("cortex", "reembed", *args, "--no-progress", stdout=out, stderr=io.StringIO())
     return out.getvalue()
 
-
-def principal(membership: Membership) -> Principal:
-    return Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
 
 
 def column_type() -> str:

@@ -9,16 +9,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from document_files import make_docx, make_pdf
+from support import signed_in
 
 from memories.models import Membership, Memory
 
 pytestmark = pytest.mark.django_db
 
-
-def signed_in(membership: Membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
 
 
 def note(**fields: Any) -> dict[str, Any]:

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.utils import timezone
 from document_files import make_docx
 from meeting_transcripts import DECISION_LINES, PLATFORM_SUMMARY
+from support import signed_in
 
 from audit.models import AuditEvent
 from memories.models import Conflict, Entity, Memory, Organization
@@ -27,11 +27,6 @@ from memories.views.conflicts import word_diff
 LIMIT_100 = "The public API rate limit is 100 requests per minute per API key."
 LIMIT_250 = "The public API rate limit is 250 requests per minute per API key."
 
-
-def signed_in(membership: Any) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
 
 
 @pytest.fixture

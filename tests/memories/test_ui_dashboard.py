@@ -8,30 +8,18 @@ from typing import Any
 
 import pytest
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
+from support import principal, remember, signed_in
 
-from memories.access import Principal
 from memories.models import Membership, Memory
 from memories.selectors import dashboard
-from memories.services.memories import MemoryDraft, memory_create, memory_redact
+from memories.services.memories import memory_redact
 
 pytestmark = pytest.mark.django_db
 
 
-def signed_in(membership: Membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
 
-
-def principal(membership: Membership) -> Principal:
-    return Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
-
-
-def remember(membership: Membership, content: str, **fields: Any) -> Memory:
-    return memory_create(principal=principal(membership), draft=MemoryDraft(content=content, **fields)).memory
 
 
 @pytest.fixture

@@ -13,27 +13,16 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from support import principal, remember, signed_in
 
 from audit.models import AuditEvent
-from memories.access import Principal
 from memories.models import Membership, Memory
-from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_supersede
+from memories.services.memories import memory_patch, memory_redact, memory_supersede
 
 pytestmark = pytest.mark.django_db
 
 
-def signed_in(membership: Membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
 
-
-def principal(membership: Membership) -> Principal:
-    return Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
-
-
-def remember(membership: Membership, content: str, **fields: Any) -> Memory:
-    return memory_create(principal=principal(membership), draft=MemoryDraft(content=content, **fields)).memory
 
 
 def html_of(response: Any) -> str:

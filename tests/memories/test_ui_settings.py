@@ -7,17 +7,13 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from support import signed_in
 
 from memories.models import ApiToken, Membership, Scope, ScopeGrant
 from memories.services.tenancy import token_authenticate, token_create
 
 pytestmark = pytest.mark.django_db
 
-
-def signed_in(membership: Membership) -> Client:
-    client = Client()
-    client.force_login(membership.user)
-    return client
 
 
 def secret_on(html: str) -> str:

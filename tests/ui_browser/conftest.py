@@ -32,7 +32,8 @@ PHONE = {"width": 390, "height": 844}
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (make browser installs it)")
+        # A browser test that cannot run is a failure, never a skip: `make test` installs it first.
+        pytest.fail(f"Debian's chromium is not installed at {CHROMIUM}: run `make browser` (make test does).")
     from playwright.sync_api import sync_playwright
 
     os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
