@@ -65,7 +65,13 @@ def _event_digest(event: AuditEvent) -> str:
     payload = {
         "organization_id": event.organization_id,
         "created_at": event.created_at.isoformat(),
-        "actor": [event.actor_kind, str(event.actor_user_id or ""), str(event.actor_token_id or ""), event.actor_connector_id, event.actor_label],
+        "actor": [
+            event.actor_kind,
+            str(event.actor_user_id or ""),
+            str(event.actor_token_id or ""),
+            event.actor_connector_id,
+            event.actor_label,
+        ],
         "action": event.action,
         "target": [event.target_type, event.target_id],
         "outcome": event.outcome,
@@ -103,9 +109,7 @@ def record(
     with transaction.atomic():
         _chain_lock(organization_id)
         stored_details, stored_ip = _as_stored(details or {}, current_client_ip())
-        prev = (
-            AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
-        )
+        prev = AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
         event = AuditEvent(
             organization_id=organization_id,
             created_at=timezone.now(),

@@ -122,7 +122,9 @@ def run_queries(client: Any, queries: list[dict[str, Any]], ids: dict[str, str],
     runs = []
     with override_settings(CORTEX_RANKING_MODE=mode):
         for query in queries:
-            response = client.post("/api/recall", json.dumps({"query": query["query"], "limit": 50}), content_type="application/json")
+            response = client.post(
+                "/api/recall", json.dumps({"query": query["query"], "limit": 50}), content_type="application/json"
+            )
             assert response.status_code == 200, response.content
             ranked = [by_id[hit["memory"]["id"]] for hit in response.json()["results"]]
             runs.append({"query": query, "ranked": ranked, "took_ms": response.json()["took_ms"]})
@@ -207,7 +209,9 @@ def explain(query_ids: list[str], queries: list[dict[str, Any]], ids: dict[str, 
             key = keys[str(hit.memory.pk)]
             mark = "*" if query["relevant"].get(key) == 2 else ("o" if key in query.get("older", []) else " ")
             age = (hit.memory.created_at - hit.memory.valid_from).days
-            print(f"  {mark} {hit.score:.3f} rel={hit.relevance:.3f} d={hit.dense:.3f} lx={hit.lexical:.3f} rec={hit.recency:.3f} age={age:>3}d {key}")
+            print(
+                f"  {mark} {hit.score:.3f} rel={hit.relevance:.3f} d={hit.dense:.3f} lx={hit.lexical:.3f} rec={hit.recency:.3f} age={age:>3}d {key}"
+            )
 
 
 def sweep(queries: list[dict[str, Any]], ids: dict[str, str], principal: Any, embedder: str) -> None:
@@ -242,7 +246,10 @@ def sweep(queries: list[dict[str, Any]], ids: dict[str, str], principal: Any, em
                 by_type[run["query"]["type"]].append(run)
             worst = min(metrics(r)["recall@5"] for r in by_type.values())
             wins, total = recency_pairs(runs)
-            print(f"| {power} | {version} | {ceiling} | {title} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {wins}/{total} | {worst:.3f} |", flush=True)
+            print(
+                f"| {power} | {version} | {ceiling} | {title} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {wins}/{total} | {worst:.3f} |",
+                flush=True,
+            )
     finally:
         scoring.PARAMS, scoring.CALIBRATIONS[embedder] = base_params, base_calibration
 
@@ -252,10 +259,17 @@ def render(report: dict[str, Any]) -> str:
     full = report["modes"]["full"]
     lines.append("| mode | recall@1 | recall@5 | recall@10 | MRR@10 | nDCG@10 |")
     lines.append("| --- | --- | --- | --- | --- | --- |")
-    labels = {"lexical": "lexical only", "dense": "dense only", "fused": "fused relevance, no recency", "full": "full score (0.7·relevance + 0.3·recency)"}
+    labels = {
+        "lexical": "lexical only",
+        "dense": "dense only",
+        "fused": "fused relevance, no recency",
+        "full": "full score (0.7·relevance + 0.3·recency)",
+    }
     for mode in MODES:
         m = report["modes"][mode]["overall"]
-        lines.append(f"| {labels[mode]} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} |")
+        lines.append(
+            f"| {labels[mode]} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} |"
+        )
     lines.append("")
     lines.append("Per query type, full score (and recall@5 of each ablation):")
     lines.append("")
@@ -263,7 +277,12 @@ def render(report: dict[str, Any]) -> str:
     lines.append("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for query_type in [*TYPES, "overall"]:
         m = full["by_type"][query_type] if query_type != "overall" else full["overall"]
-        others = [report["modes"][mode]["by_type"][query_type]["recall@5"] if query_type != "overall" else report["modes"][mode]["overall"]["recall@5"] for mode in ("lexical", "dense", "fused")]
+        others = [
+            report["modes"][mode]["by_type"][query_type]["recall@5"]
+            if query_type != "overall"
+            else report["modes"][mode]["overall"]["recall@5"]
+            for mode in ("lexical", "dense", "fused")
+        ]
         lines.append(
             f"| {query_type} | {m['n']} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} | "
             + " | ".join(f"{o:.3f}" for o in others)
@@ -294,8 +313,12 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write the raw report as JSON")
     parser.add_argument("--failures", action="store_true", help="print queries whose answer is not in the top 5 (full score)")
     parser.add_argument("--explain", nargs="*", default=[], help="query ids whose top 8 hits to print with their score parts")
-    parser.add_argument("--with-conflicts", action="store_true", help="run post-write work (conflict detection and resolution) while loading")
-    parser.add_argument("--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table")
+    parser.add_argument(
+        "--with-conflicts", action="store_true", help="run post-write work (conflict detection and resolution) while loading"
+    )
+    parser.add_argument(
+        "--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table"
+    )
     args = parser.parse_args()
 
     memories = load_jsonl(DATA / "memories.jsonl")
@@ -340,7 +363,9 @@ def main() -> int:
         for run in all_runs["full"]:
             answers = {k for k, g in run["query"]["relevant"].items() if g == 2}
             if not answers & set(run["ranked"][:5]):
-                print(f"\nMISS {run['query']['id']} [{run['query']['type']}] {run['query']['query']!r}\n  want {sorted(answers)}\n  got  {run['ranked'][:5]}")
+                print(
+                    f"\nMISS {run['query']['id']} [{run['query']['type']}] {run['query']['query']!r}\n  want {sorted(answers)}\n  got  {run['ranked'][:5]}"
+                )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
     if args.write:

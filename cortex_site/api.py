@@ -42,7 +42,9 @@ def error_body(error_code: str, message: str, details: dict[str, Any] | None = N
     return {"error_code": error_code, "message": message, "request_id": current_request_id() or "", "details": details or {}}
 
 
-def error_response(status_code: int, error_code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status_code: int, error_code: str, message: str, details: dict[str, Any] | None = None, headers: dict[str, str] | None = None
+) -> Response:
     return Response(error_body(error_code, message, details), status=status_code, headers=headers)
 
 
@@ -62,7 +64,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, CortexError):
         return error_response(exc.status, exc.error_code, exc.message, exc.details)
     if isinstance(exc, RequestDataTooBig):
-        return error_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "PAYLOAD_TOO_LARGE", "The request body is larger than this server accepts.")
+        return error_response(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, "PAYLOAD_TOO_LARGE", "The request body is larger than this server accepts."
+        )
     if isinstance(exc, TooManyFieldsSent):
         return error_response(status.HTTP_400_BAD_REQUEST, "MALFORMED_REQUEST", "Too many fields in the request.")
     if isinstance(exc, Http404):
@@ -94,7 +98,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
             details["retry_after_seconds"] = int(wait) + 1
         return error_response(exc.status_code, code, str(exc.detail), details, headers)
     logger.exception("Unhandled error in API view")
-    return error_response(status.HTTP_500_INTERNAL_SERVER_ERROR, "INTERNAL_ERROR", "Something went wrong on our side; the request id identifies it in the logs.")
+    return error_response(
+        status.HTTP_500_INTERNAL_SERVER_ERROR,
+        "INTERNAL_ERROR",
+        "Something went wrong on our side; the request id identifies it in the logs.",
+    )
 
 
 class CortexCursorPagination(CursorPagination):

@@ -203,7 +203,20 @@ class EmbeddedPostgres:
         ]
         if not self.durable:
             options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
-        self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.log_file), "-w", "-t", "60", "-o", " ".join(options), "start", timeout=90)
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.log_file),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            " ".join(options),
+            "start",
+            timeout=90,
+        )
         self._wait_ready()
         self._ensure_database()
         return self.url
@@ -220,7 +233,14 @@ class EmbeddedPostgres:
 
     def _ensure_database(self) -> None:
         out = self._run(
-            "psql", "-h", str(self.socket_dir), "-U", PG_USER, "-d", "postgres", "-tAc",
+            "psql",
+            "-h",
+            str(self.socket_dir),
+            "-U",
+            PG_USER,
+            "-d",
+            "postgres",
+            "-tAc",
             f"SELECT 1 FROM pg_database WHERE datname = '{PG_DATABASE}'",  # noqa: S608 - a constant of ours
         ).stdout.strip()
         if out != "1":

@@ -14,7 +14,9 @@ class CortexError(Exception):
     error_code: str = "BAD_REQUEST"
     default_message: str = "The request could not be processed."
 
-    def __init__(self, message: str | None = None, *, error_code: str | None = None, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self, message: str | None = None, *, error_code: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
         self.message = message or self.default_message
         if error_code is not None:
             self.error_code = error_code

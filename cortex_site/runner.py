@@ -139,16 +139,41 @@ def web_command() -> list[str]:
     port = os.environ.get("PORT", "8000")
     workers = os.environ.get("WEB_CONCURRENCY", "1")
     return [
-        PYTHON, "-m", "uvicorn", "cortex_site.asgi:application",
-        "--host", host, "--port", port, "--workers", workers,
-        "--proxy-headers", "--forwarded-allow-ips", os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        PYTHON,
+        "-m",
+        "uvicorn",
+        "cortex_site.asgi:application",
+        "--host",
+        host,
+        "--port",
+        port,
+        "--workers",
+        workers,
+        "--proxy-headers",
+        "--forwarded-allow-ips",
+        os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
         "--no-server-header",
     ]
 
 
 def worker_command() -> list[str]:
     concurrency = os.environ.get("CELERY_CONCURRENCY", "2")
-    return [PYTHON, "-m", "celery", "-A", "cortex_site", "worker", "-Q", "default,connectors", "--concurrency", concurrency, "--loglevel", "INFO", "-n", "cortex@%h"]
+    return [
+        PYTHON,
+        "-m",
+        "celery",
+        "-A",
+        "cortex_site",
+        "worker",
+        "-Q",
+        "default,connectors",
+        "--concurrency",
+        concurrency,
+        "--loglevel",
+        "INFO",
+        "-n",
+        "cortex@%h",
+    ]
 
 
 def beat_command(home: Path) -> list[str]:
@@ -300,7 +325,9 @@ def cmd_test(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cortex_site.runner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m cortex_site.runner", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run")
     sub.add_parser("web")

@@ -131,7 +131,6 @@ if not REDIS_URL:
     raise ImproperlyConfigured("REDIS_URL is not set. `make run` / `make test` start embedded Redis and set it.")
 
 
-
 def _redis_db(url: str, db: int) -> str:
     """The same Redis server, another logical database: broker, results and cache stay apart,
     so clearing the cache never drops queued tasks."""

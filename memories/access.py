@@ -119,9 +119,7 @@ class Principal:
     def writable_scope_ids(self) -> frozenset[int]:
         if self.read_only:
             return frozenset()
-        return frozenset(
-            pk for pk, scope in self._scopes.items() if self._membership_writes(scope) and self._token_allows(scope)
-        )
+        return frozenset(pk for pk, scope in self._scopes.items() if self._membership_writes(scope) and self._token_allows(scope))
 
     def can_read_scope(self, scope: Scope) -> bool:
         return scope.organization_id == self.organization_id and scope.pk in self.readable_scope_ids

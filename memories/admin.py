@@ -90,4 +90,16 @@ class MemoryAdmin(ReadOnlyAdmin):
 
     list_display = ("id", "organization", "scope", "category", "source", "status", "clearance_rank", "created_at")
     list_filter = ("organization", "status", "source")
-    fields = ("id", "organization", "scope", "category", "source", "status", "clearance_rank", "valid_from", "valid_until", "created_at", "updated_at")
+    fields = (
+        "id",
+        "organization",
+        "scope",
+        "category",
+        "source",
+        "status",
+        "clearance_rank",
+        "valid_from",
+        "valid_until",
+        "created_at",
+        "updated_at",
+    )

@@ -14,7 +14,11 @@ def shell(request: HttpRequest) -> dict[str, Any]:
         return {"principal": None, "organizations": []}
     principal = session_principal(request)
     organizations = [
-        {"slug": m.organization.slug, "name": m.organization.name, "current": principal is not None and m.pk == principal.membership.pk}
+        {
+            "slug": m.organization.slug,
+            "name": m.organization.name,
+            "current": principal is not None and m.pk == principal.membership.pk,
+        }
         for m in request.user.memberships.select_related("organization").order_by("organization__name")  # type: ignore[union-attr]
     ]
     return {"principal": principal, "organizations": organizations}

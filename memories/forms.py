@@ -113,8 +113,16 @@ class MemoryFieldsForm(forms.Form):
         help_text="One word: decision, policy, incident, runbook…",
     )
     tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated, e.g. api, security.")
-    clearance_min = forms.ChoiceField(label="Minimum clearance", help_text="Who can read it: this rung and above. At most your own.")
-    source_url = forms.URLField(label="Source link", required=False, max_length=2000, assume_scheme="https", help_text="Where this comes from, if anywhere.")
+    clearance_min = forms.ChoiceField(
+        label="Minimum clearance", help_text="Who can read it: this rung and above. At most your own."
+    )
+    source_url = forms.URLField(
+        label="Source link",
+        required=False,
+        max_length=2000,
+        assume_scheme="https",
+        help_text="Where this comes from, if anywhere.",
+    )
     valid_from = _datetime_field("Valid from", "When this became true (UTC). Empty means now.")
     valid_until = _datetime_field("Valid until", "When it stops applying (UTC). Empty means until superseded.")
 
@@ -184,7 +192,9 @@ class UploadOptionsForm(forms.Form):
     """Where uploaded documents land; each file becomes one memory."""
 
     scope = forms.ChoiceField(help_text="Only scopes you can write to are listed.")
-    category = forms.CharField(max_length=50, initial="document", widget=forms.TextInput(attrs={"list": "category-options", "autocomplete": "off"}))
+    category = forms.CharField(
+        max_length=50, initial="document", widget=forms.TextInput(attrs={"list": "category-options", "autocomplete": "off"})
+    )
     tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated; added to every file.")
     clearance_min = forms.ChoiceField(label="Minimum clearance", help_text="At most your own.")
 
@@ -222,7 +232,12 @@ class TokenForm(forms.Form):
         help_text="Leave all unticked for every scope you can read. A token never sees more than you.",
     )
     read_only = forms.BooleanField(required=False, label="Read-only", help_text="Can recall and list, cannot remember.")
-    expires = forms.DateField(required=False, label="Expires on", widget=forms.DateInput(attrs={"type": "date"}), help_text="Optional. Ends at midnight UTC.")
+    expires = forms.DateField(
+        required=False,
+        label="Expires on",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="Optional. Ends at midnight UTC.",
+    )
 
     def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -236,7 +251,9 @@ class TokenForm(forms.Form):
 
 
 class AgentTokenForm(forms.Form):
-    agent = forms.CharField(label="Agent name", max_length=80, initial="AI agent", help_text="Shown in your token list and the audit log.")
+    agent = forms.CharField(
+        label="Agent name", max_length=80, initial="AI agent", help_text="Shown in your token list and the audit log."
+    )
     read_only = forms.BooleanField(required=False, label="Recall only", help_text="The agent can recall but not remember.")
 
 
@@ -274,7 +291,9 @@ class ScopeForm(forms.Form):
         choices=[(Scope.Visibility.GRANTED, "Granted — only people with a grant"), (Scope.Visibility.ALL_MEMBERS, "All members")],
         initial=Scope.Visibility.GRANTED,
     )
-    members_can_write = forms.BooleanField(required=False, initial=True, label="Members can write", help_text="For all-member scopes: may every member add memories?")
+    members_can_write = forms.BooleanField(
+        required=False, initial=True, label="Members can write", help_text="For all-member scopes: may every member add memories?"
+    )
 
 
 class ScopeUpdateForm(forms.Form):

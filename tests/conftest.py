@@ -56,7 +56,9 @@ def make_member(db: Any) -> Callable[..., Membership]:
             password=password,
         )
         for slug, can_write in (grants or {}).items():
-            tenancy.grant_set(membership=membership, scope=Scope.objects.get(organization=organization, slug=slug), can_write=can_write)
+            tenancy.grant_set(
+                membership=membership, scope=Scope.objects.get(organization=organization, slug=slug), can_write=can_write
+            )
         return membership
 
     return make
@@ -139,7 +141,9 @@ def use_embedder(settings: Any) -> Iterator[Callable[..., None]]:
 
 
 @pytest.fixture
-def acme(make_org: Callable[..., Organization], make_scope: Callable[..., Scope], make_member: Callable[..., Membership]) -> dict[str, Any]:
+def acme(
+    make_org: Callable[..., Organization], make_scope: Callable[..., Scope], make_member: Callable[..., Membership]
+) -> dict[str, Any]:
     """A small organization: scopes engineering (granted), sales (granted), handbook (all members, read-only for members)
     and people at every rung with typical grants."""
     org = make_org("acme", "Acme Robotics")

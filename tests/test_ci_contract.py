@@ -8,7 +8,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     readme = (ROOT / "README.md").read_text()
-    ci_commands = [line.strip() for line in ci.splitlines() if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))]
+    ci_commands = [
+        line.strip()
+        for line in ci.splitlines()
+        if line.strip() and not line.startswith("#") and not line.startswith(("set ", "cd "))
+    ]
     assert ci_commands == ["make test"]
     head = readme.split("\n## ", 1)[0]
     assert "make run" in head

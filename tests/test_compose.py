@@ -47,7 +47,13 @@ def test_app_services_run_the_runners_own_commands(compose: dict[str, Any]) -> N
         assert services[service]["command"] == [*RUNNER, subcommand], service
     # Each of them is a real subcommand of the runner, the one `make run` supervises.
     for subcommand in APP_SERVICES.values():
-        result = subprocess.run([sys.executable, "-m", "cortex_site.runner", subcommand, "--help"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        result = subprocess.run(
+            [sys.executable, "-m", "cortex_site.runner", subcommand, "--help"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert result.returncode == 0, (subcommand, result.stderr)
     assert "cortex_site.runner run" in (ROOT / "Makefile").read_text()
 
@@ -131,7 +137,14 @@ def test_the_images_collectstatic_step_builds_a_manifest_every_page_can_use(dock
     )
     page = subprocess.run(
         [sys.executable, "-c", render],
-        env={**os.environ, "DEBUG": "0", "CORTEX_TESTING": "0", "CORTEX_HOME": str(tmp_path), "ALLOWED_HOSTS": "testserver", "SECURE_HSTS_SECONDS": "0"},
+        env={
+            **os.environ,
+            "DEBUG": "0",
+            "CORTEX_TESTING": "0",
+            "CORTEX_HOME": str(tmp_path),
+            "ALLOWED_HOSTS": "testserver",
+            "SECURE_HSTS_SECONDS": "0",
+        },
         cwd=ROOT,
         capture_output=True,
         text=True,

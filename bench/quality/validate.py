@@ -4,6 +4,7 @@
 Usage: python bench/quality/validate.py
 Exit status 0 when every check passes, 1 otherwise.
 """
+
 import json
 import os
 import sys
@@ -14,8 +15,7 @@ SCOPES = {"engineering", "sre", "sales", "hr", "finance", "legal", "product", "s
 CATEGORIES = {"decision", "policy", "incident", "runbook", "meeting", "pr", "note", "email", "spec", "faq"}
 SOURCES = {"Manual", "GitHub", "Slack", "Gmail", "Google Drive", "Notion", "MCP", "Meeting"}
 TYPES = ["paraphrase", "exact_token", "buried_fact", "recency", "short_keyword"]
-MEMORY_FIELDS = ["key", "title", "content", "scope", "category", "source", "source_url",
-                 "author_name", "tags", "age_days"]
+MEMORY_FIELDS = ["key", "title", "content", "scope", "category", "source", "source_url", "author_name", "tags", "age_days"]
 LONG_MIN, BURIED_MIN_OFFSET, MIN_PER_TYPE = 3000, 1500, 15
 
 errors: list[str] = []
@@ -100,8 +100,10 @@ def check_queries(queries, by_key):
             for o in older:
                 for a in answers:
                     if o in by_key and by_key[o]["age_days"] <= by_key[a]["age_days"]:
-                        err(f"{qid}: older {o} (age {by_key[o]['age_days']}) is not older than "
-                            f"answer {a} (age {by_key[a]['age_days']})")
+                        err(
+                            f"{qid}: older {o} (age {by_key[o]['age_days']}) is not older than "
+                            f"answer {a} (age {by_key[a]['age_days']})"
+                        )
         elif older:
             err(f"{qid}: 'older' is only allowed on recency queries")
         ev = q.get("evidence")
@@ -167,16 +169,16 @@ def main():
 
     lengths = [len(m["content"]) for m in mems]
     n_long = sum(1 for x in lengths if x >= LONG_MIN)
-    print(f"memories: {len(mems)}  (long >= {LONG_MIN} chars: {n_long}; "
-          f"min {min(lengths)}, max {max(lengths)} chars)")
+    print(f"memories: {len(mems)}  (long >= {LONG_MIN} chars: {n_long}; min {min(lengths)}, max {max(lengths)} chars)")
     print(f"queries:  {len(queries)}  version pairs: {n_versions}  near-duplicate groups: {n_dups}")
     table("queries by type", types)
     table("memories by category", Counter(m["category"] for m in mems))
     table("memories by source", Counter(m["source"] for m in mems))
     table("memories by scope", Counter(m["scope"] for m in mems))
     referenced = {k for q in queries for k in list(q.get("relevant", {})) + list(q.get("older") or [])}
-    print(f"\nmemories referenced by some query: {len(referenced)}; "
-          f"pure distractors: {len(by_key) - len(referenced & set(by_key))}")
+    print(
+        f"\nmemories referenced by some query: {len(referenced)}; pure distractors: {len(by_key) - len(referenced & set(by_key))}"
+    )
 
     print("\nburied_fact evidence offsets")
     print(f"  {'id':<6} {'memory':<32} {'offset':>6} {'length':>6}")

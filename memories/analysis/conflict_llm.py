@@ -19,7 +19,10 @@ SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
     "required": ["reasoning", "same_subject", "verdict", "outdated", "confidence", "explanation"],
     "properties": {
-        "reasoning": {"type": "string", "description": "What each memory claims, and how the claims relate. Written before the verdict."},
+        "reasoning": {
+            "type": "string",
+            "description": "What each memory claims, and how the claims relate. Written before the verdict.",
+        },
         "same_subject": {"type": "boolean", "description": "Do both make comparable statements about the same subject?"},
         "verdict": {"type": "string", "enum": ["contradiction", "duplicate", "stale", "none"]},
         "outdated": {"type": "string", "enum": ["existing", "new", "neither"]},
@@ -41,10 +44,14 @@ SYSTEM = (
 def _describe(label: str, memo: Memo, source: str) -> str:
     content = memo.content if len(memo.content) <= MAX_CONTENT_CHARS else memo.content[:MAX_CONTENT_CHARS] + " […]"
     until = f", valid until {memo.valid_until:%Y-%m-%d}" if memo.valid_until else ""
-    return f"<{label}>\nTitle: {memo.title}\nSource: {source}\nValid from {memo.valid_from:%Y-%m-%d}{until}\n\n{content}\n</{label}>"
+    return (
+        f"<{label}>\nTitle: {memo.title}\nSource: {source}\nValid from {memo.valid_from:%Y-%m-%d}{until}\n\n{content}\n</{label}>"
+    )
 
 
-def classify_with_llm(llm: LLMProvider, existing: Memo, new: Memo, *, existing_source: str, new_source: str, similarity: float) -> Verdict:
+def classify_with_llm(
+    llm: LLMProvider, existing: Memo, new: Memo, *, existing_source: str, new_source: str, similarity: float
+) -> Verdict:
     """One structured judgement. Raises LLMUnavailable / LLMInvalidOutput for the caller to fall back."""
     prompt = (
         "The EXISTING entry was stored first; the NEW entry was just stored. Their embedding similarity is "
@@ -66,7 +73,9 @@ def classify_with_llm(llm: LLMProvider, existing: Memo, new: Memo, *, existing_s
     if verdict == "stale" and outdated is None:
         # The model said stale without saying which: the older one is the outdated one.
         outdated = "existing" if new.valid_from >= existing.valid_from else "new"
-    return Verdict(verdict, float(data["confidence"]), explanation, outdated=outdated if verdict == "stale" else None, classifier=_label(llm))
+    return Verdict(
+        verdict, float(data["confidence"]), explanation, outdated=outdated if verdict == "stale" else None, classifier=_label(llm)
+    )
 
 
 def _label(llm: LLMProvider) -> str:

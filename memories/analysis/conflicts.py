@@ -50,9 +50,14 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "twelve": 12}  # fmt: skip
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
 
-_MONEY = re.compile(r"[$€£]\s?\d[\d,]*(?:\.\d+)?\s*[kKmM]?\b|\b\d[\d,]*(?:\.\d+)?\s*(?:usd|eur|gbp|dollars|euros)\b", re.IGNORECASE)
+_MONEY = re.compile(
+    r"[$€£]\s?\d[\d,]*(?:\.\d+)?\s*[kKmM]?\b|\b\d[\d,]*(?:\.\d+)?\s*(?:usd|eur|gbp|dollars|euros)\b", re.IGNORECASE
+)
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
-_MONTH_DAY = re.compile(rf"\b(?:({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?|(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE}))\b", re.IGNORECASE)
+_MONTH_DAY = re.compile(
+    rf"\b(?:({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?|(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE}))\b",
+    re.IGNORECASE,
+)
 _TIME = re.compile(r"\b(\d{1,2}):(\d{2})\s*(am|pm)?\b|\b(\d{1,2})\s*(am|pm)\b", re.IGNORECASE)
 _WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")s?\b", re.IGNORECASE)
 _PERIOD = re.compile(r"\b(?:q[1-4]|h[12]|fy\s?\d{2,4})\b|\b(?:19|20)\d{2}\b(?![-./:]\d)", re.IGNORECASE)
@@ -70,7 +75,54 @@ NEGATIVE = frozenset({"forbidden", "prohibited", "banned", "disallowed", "disabl
 UNIVERSAL = frozenset({"all", "every", "any", "each", "everyone", "everybody", "always"})
 # Words that name a variant of a subject: two statements about different variants do not conflict.
 QUALIFIERS = frozenset(
-    ["free", "enterprise", "standard", "pro", "premium", "basic", "business", "team", "starter", "trial", "staging", "production", "dev", "development", "test", "qa", "sandbox", "internal", "external", "public", "private", "eu", "us", "uk", "apac", "emea", "latam", "na", "ios", "android", "web", "mobile", "desktop", "beta", "alpha", "legacy", "contractor", "contractors", "employee", "employees", "intern", "interns", "read", "write", "weekday", "weekend"]
+    [
+        "free",
+        "enterprise",
+        "standard",
+        "pro",
+        "premium",
+        "basic",
+        "business",
+        "team",
+        "starter",
+        "trial",
+        "staging",
+        "production",
+        "dev",
+        "development",
+        "test",
+        "qa",
+        "sandbox",
+        "internal",
+        "external",
+        "public",
+        "private",
+        "eu",
+        "us",
+        "uk",
+        "apac",
+        "emea",
+        "latam",
+        "na",
+        "ios",
+        "android",
+        "web",
+        "mobile",
+        "desktop",
+        "beta",
+        "alpha",
+        "legacy",
+        "contractor",
+        "contractors",
+        "employee",
+        "employees",
+        "intern",
+        "interns",
+        "read",
+        "write",
+        "weekday",
+        "weekend",
+    ]
 )
 _CHANGE_CUES = re.compile(
     r"\b(?:now|no longer|not anymore|anymore|instead(?: of)?|replac(?:e|es|ed|ing)|supersed(?:e|es|ed)|deprecated|updated?|"
@@ -79,7 +131,43 @@ _CHANGE_CUES = re.compile(
     re.IGNORECASE,
 )
 _CHANGE_WORDS = frozenset(
-    ["now", "longer", "anymore", "instead", "replace", "replaces", "replaced", "replacing", "supersede", "supersedes", "superseded", "deprecated", "update", "updated", "change", "changed", "move", "moved", "switch", "switched", "switching", "migrate", "migrated", "previously", "formerly", "again", "lifted", "revised", "effective", "retired", "increased", "decreased", "raised", "lowered", "reduced"]
+    [
+        "now",
+        "longer",
+        "anymore",
+        "instead",
+        "replace",
+        "replaces",
+        "replaced",
+        "replacing",
+        "supersede",
+        "supersedes",
+        "superseded",
+        "deprecated",
+        "update",
+        "updated",
+        "change",
+        "changed",
+        "move",
+        "moved",
+        "switch",
+        "switched",
+        "switching",
+        "migrate",
+        "migrated",
+        "previously",
+        "formerly",
+        "again",
+        "lifted",
+        "revised",
+        "effective",
+        "retired",
+        "increased",
+        "decreased",
+        "raised",
+        "lowered",
+        "reduced",
+    ]
 )
 # "moved from Zendesk to Freshdesk", "switching from the monthly train to a biweekly one":
 # a change verb, then "from OLD to NEW" in the same clause (OLD is one or two words).
@@ -394,7 +482,11 @@ def classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> 
     verdict = _classify(existing, new, similarity=similarity, now=now)
     outdated = existing if verdict.outdated == "existing" else new
     if verdict.kind == "stale" and outdated.category.lower() in EVENT_CATEGORIES:
-        return Verdict(None, 0.0, f"Related, but the older one records an event ({outdated.category}); a later change does not make it wrong.")
+        return Verdict(
+            None,
+            0.0,
+            f"Related, but the older one records an event ({outdated.category}); a later change does not make it wrong.",
+        )
     return verdict
 
 

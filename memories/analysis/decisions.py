@@ -38,7 +38,9 @@ _LABEL_WORDS = r"(?:decisions?|action items?|ai|to-?do|conclusion|resolved|outco
 _PREFIX = re.compile(
     rf"^(?:\[?\(?\d{{1,2}}:\d{{2}}(?::\d{{2}})?\)?\]?\s*[-–]?\s*)?(?:(?!(?i:{_LABEL_WORDS})\s*:)[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){{0,3}}(?: \([^)]{{1,30}}\))?:\s+)?(?:[-*•]\s+|\d+[.)]\s+)?"
 )
-_DISCOURSE = re.compile(r"^(?:(?:okay|ok|so|alright|all right|right|yeah|yes|well|great|cool|fine|good|then|and)[,.!]?\s+)+", re.IGNORECASE)
+_DISCOURSE = re.compile(
+    r"^(?:(?:okay|ok|so|alright|all right|right|yeah|yes|well|great|cool|fine|good|then|and)[,.!]?\s+)+", re.IGNORECASE
+)
 _LABEL = re.compile(r"^(?:decision|decisions|action items?|ai|to-?do|conclusion|resolved|outcome)\s*[:\-–]\s*", re.IGNORECASE)
 
 
@@ -195,7 +197,11 @@ def llm_prompt(summary: str, transcript: str) -> str:
 
 def llm_proposals(data: Any) -> list[Proposal]:
     items = data.get("decisions", []) if isinstance(data, dict) else []
-    return [Proposal(text=str(i.get("text", "")), quote=str(i.get("quote", "")), source=str(i.get("source", ""))) for i in items if isinstance(i, dict)]
+    return [
+        Proposal(text=str(i.get("text", "")), quote=str(i.get("quote", "")), source=str(i.get("source", "")))
+        for i in items
+        if isinstance(i, dict)
+    ]
 
 
 def windows(text: str, size: int) -> list[tuple[int, str]]:

@@ -24,11 +24,52 @@ MAX_RELATIONS = 40
 _MENTION = re.compile(r"(?<![\w.@])@([A-Za-z][\w.-]{0,38}[A-Za-z0-9_])")
 _GITHUB_REPO = re.compile(r"github\.com/([A-Za-z0-9][\w.-]{0,38})/([A-Za-z0-9][\w.-]{0,99}?)(?:\.git)?(?=[/#?\s)\]]|$)")
 _SLASH_REPO = re.compile(r"(?<![\w./:@-])([a-z0-9][a-z0-9_.-]{0,38})/([a-z0-9][a-z0-9_.-]{1,99})(?![\w/])")
-_NAMED_REPO = re.compile(r"\b(?:the\s+)?`?([a-z0-9][a-z0-9_.-]*[-_.][a-z0-9_.-]+|[a-z0-9][a-z0-9_-]{2,})`?\s+(?:repo|repository)\b|\b(?:repo|repository)\s+`?([A-Za-z0-9][\w.-]*(?:/[\w.-]+)?)`?")
+_NAMED_REPO = re.compile(
+    r"\b(?:the\s+)?`?([a-z0-9][a-z0-9_.-]*[-_.][a-z0-9_.-]+|[a-z0-9][a-z0-9_-]{2,})`?\s+(?:repo|repository)\b|\b(?:repo|repository)\s+`?([A-Za-z0-9][\w.-]*(?:/[\w.-]+)?)`?"
+)
 _TICKET = re.compile(r"\b([A-Z][A-Z0-9]{1,9}-\d{1,6})\b")
-_NOT_TICKETS = {"UTF", "ISO", "SHA", "AES", "RFC", "GPT", "COVID", "HTTP", "TLS", "SSL", "MP", "RSA", "IPV", "X", "EU", "US", "CVE"}
+_NOT_TICKETS = {
+    "UTF",
+    "ISO",
+    "SHA",
+    "AES",
+    "RFC",
+    "GPT",
+    "COVID",
+    "HTTP",
+    "TLS",
+    "SSL",
+    "MP",
+    "RSA",
+    "IPV",
+    "X",
+    "EU",
+    "US",
+    "CVE",
+}
 _TEAM = re.compile(r"\b(?:the\s+)?([A-Za-z][\w&-]*(?:\s+[A-Z][\w&-]*)?)\s+(team|squad|guild)\b", re.IGNORECASE)
-_NOT_TEAMS = {"the", "our", "your", "their", "whole", "this", "that", "same", "new", "a", "each", "every", "entire", "other", "my", "his", "her", "its", "one", "any"}
+_NOT_TEAMS = {
+    "the",
+    "our",
+    "your",
+    "their",
+    "whole",
+    "this",
+    "that",
+    "same",
+    "new",
+    "a",
+    "each",
+    "every",
+    "entire",
+    "other",
+    "my",
+    "his",
+    "her",
+    "its",
+    "one",
+    "any",
+}
 _PROJECT = re.compile(r"\b[Pp]roject\s+([A-Z][\w-]*(?:\s+[A-Z][\w-]*){0,2})")
 _CUED_ORG = re.compile(r"\b(customer|client|vendor|supplier|provider)s?\s+([A-Z][\w&.-]*(?:\s+[A-Z][\w&.-]*){0,3})")
 _CAPITALISED_RUN = re.compile(r"\b([A-Z][a-z][\w'&-]*(?:\s+(?:of\s+|&\s+)?[A-Z][\w'&-]+){1,3})\b")
@@ -37,7 +78,9 @@ _PERSON_VERBS = {
     "suggested", "presented", "wrote", "takes", "took", "approved", "is", "was", "reviewed", "maintains", "runs", "from", "and",
 }  # fmt: skip
 _COMPANY_SUFFIXES = {"inc", "inc.", "corp", "corporation", "llc", "ltd", "ltd.", "gmbh", "ag", "sa", "plc", "co", "co."}
-_CUSTOMER_CUES = re.compile(r"\b(customer|client|account|renew(?:ed|al)?|churn|deal|seats|signed|contract with|prospect)\b", re.IGNORECASE)
+_CUSTOMER_CUES = re.compile(
+    r"\b(customer|client|account|renew(?:ed|al)?|churn|deal|seats|signed|contract with|prospect)\b", re.IGNORECASE
+)
 _VENDOR_CUES = re.compile(r"\b(vendor|supplier|provider|licen[cs]e|subscription|we use|invoice from|procure)\b", re.IGNORECASE)
 _OWNS = re.compile(r"\b(owns|own|leads|lead|maintains|maintain|runs|manages)\b", re.IGNORECASE)
 _CALENDAR = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december"}  # fmt: skip
@@ -159,8 +202,10 @@ def _relation_key(relation: FoundRelation) -> tuple[str, str, str, str, str]:
     return (relation.source.kind, relation.source.key, relation.kind, relation.target.kind, relation.target.key)
 
 
-def _stated_relation(sentence: str, placed: list[tuple[FoundEntity, tuple[int, int]]], known: dict[tuple[str, str], FoundEntity]) -> FoundRelation | None:
-    """"<person or team> owns/leads/maintains <thing>": the entity right before the verb, the first one after it."""
+def _stated_relation(
+    sentence: str, placed: list[tuple[FoundEntity, tuple[int, int]]], known: dict[tuple[str, str], FoundEntity]
+) -> FoundRelation | None:
+    """ "<person or team> owns/leads/maintains <thing>": the entity right before the verb, the first one after it."""
     verb = _OWNS.search(sentence)
     if verb is None:
         return None

@@ -27,12 +27,22 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             return None
         parts = header.split()
         if parts[0].lower() != self.keyword.lower():
-            raise InvalidToken("Malformed Authorization header: use 'Authorization: Bearer <token>'.", code="MALFORMED_AUTHORIZATION")
+            raise InvalidToken(
+                "Malformed Authorization header: use 'Authorization: Bearer <token>'.", code="MALFORMED_AUTHORIZATION"
+            )
         if len(parts) != 2:
-            raise InvalidToken("Malformed Authorization header: use 'Authorization: Bearer <token>'.", code="MALFORMED_AUTHORIZATION")
+            raise InvalidToken(
+                "Malformed Authorization header: use 'Authorization: Bearer <token>'.", code="MALFORMED_AUTHORIZATION"
+            )
         token = token_authenticate(parts[1])
         if token is None:
-            record("auth.token_rejected", organization=None, actor=Actor.anonymous(), outcome="denied", details={"path": request.path})
+            record(
+                "auth.token_rejected",
+                organization=None,
+                actor=Actor.anonymous(),
+                outcome="denied",
+                details={"path": request.path},
+            )
             raise InvalidToken("The token is invalid, expired or revoked.", code="INVALID_TOKEN")
         touch_token(token)
         request._cortex_principal = Principal(token.membership, token)  # type: ignore[attr-defined]

@@ -47,7 +47,9 @@ class ExtractionOutput(serializers.Serializer):
     decisions = DecisionOutput(many=True)
     extractor = serializers.CharField(help_text='"<provider>:<model>" or "heuristic"')
     dropped = serializers.IntegerField(help_text="proposed decisions dropped because their quote was not in the input")
-    fallback = serializers.DictField(required=False, help_text="present when the LLM failed and the heuristic answered: {from, reason}")
+    fallback = serializers.DictField(
+        required=False, help_text="present when the LLM failed and the heuristic answered: {from, reason}"
+    )
     transcript = serializers.CharField(allow_null=True, help_text="the text read from an uploaded file (offsets refer to it)")
     job_id = serializers.UUIDField()
 
@@ -121,15 +123,26 @@ class ExtractDecisionsView(APIView):
             upload = briefs.Upload(filename=upload_file.name or "upload", data=upload_file.read())
         elif "file" in data:
             raise ValidationFailed("`file` must be a file upload.", error_code="INVALID_FILE")
-        job = briefs.decisions_extract_start(principal=principal, summary=values.get("summary", ""), transcript=values.get("transcript", ""), upload=upload)
+        job = briefs.decisions_extract_start(
+            principal=principal, summary=values.get("summary", ""), transcript=values.get("transcript", ""), upload=upload
+        )
         job = _wait_for(job, values.get("wait", DEFAULT_WAIT_SECONDS))
         if job.status == Job.Status.SUCCEEDED:
             return Response({**(job.result or {}), "job_id": str(job.pk)})
         if job.status == Job.Status.FAILED:
             error = job.error or {}
-            return error_response(status.HTTP_500_INTERNAL_SERVER_ERROR, error.get("code", "JOB_FAILED"), error.get("message", "The job failed."), {"job_id": str(job.pk)})
+            return error_response(
+                status.HTTP_500_INTERNAL_SERVER_ERROR,
+                error.get("code", "JOB_FAILED"),
+                error.get("message", "The job failed."),
+                {"job_id": str(job.pk)},
+            )
         url = reverse("api-job", kwargs={"job_id": str(job.pk)}, request=request)
-        return Response({"job_id": str(job.pk), "job_url": url, "status": job.status}, status=status.HTTP_202_ACCEPTED, headers={"Location": url})
+        return Response(
+            {"job_id": str(job.pk), "job_url": url, "status": job.status},
+            status=status.HTTP_202_ACCEPTED,
+            headers={"Location": url},
+        )
 
 
 class JobDetailView(APIView):

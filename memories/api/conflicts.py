@@ -30,7 +30,9 @@ class ConflictOutput(serializers.Serializer):
     confidence = serializers.FloatField(allow_null=True)
     status = serializers.ChoiceField(choices=Conflict.Status.values)
     resolution = serializers.ChoiceField(choices=Conflict.Resolution.values, allow_null=True)
-    resolved_by = serializers.DictField(allow_null=True, help_text='{"type": "person", "id", "name"} or {"type": "policy", "policy"}')
+    resolved_by = serializers.DictField(
+        allow_null=True, help_text='{"type": "person", "id", "name"} or {"type": "policy", "policy"}'
+    )
     resolution_note = serializers.CharField(allow_null=True)
     dissent = serializers.DictField(allow_null=True, help_text="the losing memory's claim: memory_id, title, claim, author, ...")
     created_at = serializers.DateTimeField()
@@ -53,7 +55,9 @@ class ConflictListView(APIView):
     @extend_schema(
         summary="Conflicts whose two memories I can read, newest first",
         parameters=[
-            OpenApiParameter("status", str, required=False, enum=["open", "resolved", "dismissed", "all"], description="default: open"),
+            OpenApiParameter(
+                "status", str, required=False, enum=["open", "resolved", "dismissed", "all"], description="default: open"
+            ),
             OpenApiParameter("kind", str, required=False, enum=Conflict.Kind.values),
             OpenApiParameter("cursor", str, required=False),
             OpenApiParameter("limit", int, required=False),
@@ -62,7 +66,9 @@ class ConflictListView(APIView):
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)
-        conflicts = visible_conflicts(principal, status=request.query_params.get("status") or "open", kind=request.query_params.get("kind") or None)
+        conflicts = visible_conflicts(
+            principal, status=request.query_params.get("status") or "open", kind=request.query_params.get("kind") or None
+        )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(conflicts, request, view=self)
         return paginator.get_paginated_response(present_conflicts(principal, checked(principal, page or [])))
@@ -76,13 +82,17 @@ class ConflictDetailView(APIView):
 
 
 class ConflictResolveView(APIView):
-    @extend_schema(summary="Decide a conflict: keep_new, keep_existing, keep_both or dismiss", request=ResolveInput, responses=ConflictOutput)
+    @extend_schema(
+        summary="Decide a conflict: keep_new, keep_existing, keep_both or dismiss", request=ResolveInput, responses=ConflictOutput
+    )
     def post(self, request: Request, conflict_id: str) -> Response:
         principal = request_principal(request)
         serializer = ResolveInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
-        conflict = services.conflict_resolve(principal=principal, conflict_id=conflict_id, resolution=values["resolution"], note=values.get("note", ""))
+        conflict = services.conflict_resolve(
+            principal=principal, conflict_id=conflict_id, resolution=values["resolution"], note=values.get("note", "")
+        )
         return Response(present_conflicts(principal, [conflict])[0])
 
 
@@ -92,5 +102,7 @@ class ConflictReopenView(APIView):
         principal = request_principal(request)
         serializer = ReopenInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        conflict = services.conflict_reopen(principal=principal, conflict_id=conflict_id, note=serializer.validated_data.get("note", ""))
+        conflict = services.conflict_reopen(
+            principal=principal, conflict_id=conflict_id, note=serializer.validated_data.get("note", "")
+        )
         return Response(present_conflicts(principal, [conflict])[0])

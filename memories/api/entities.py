@@ -18,7 +18,11 @@ MAX_ENTITY_MEMORIES = 100
 class EntityListView(APIView):
     @extend_schema(
         summary="Entities mentioned in memories I can read",
-        parameters=[OpenApiParameter("q", str, required=False), OpenApiParameter("kind", str, required=False), OpenApiParameter("limit", int, required=False)],
+        parameters=[
+            OpenApiParameter("q", str, required=False),
+            OpenApiParameter("kind", str, required=False),
+            OpenApiParameter("limit", int, required=False),
+        ],
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)

@@ -173,7 +173,9 @@ def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any
                 "chunk_index": hit.chunk_index,
                 "citation": citation(hit.memory),
                 "earlier_version": (
-                    {"id": str(hit.earlier_version.pk), "title": hit.earlier_version.title} if hit.earlier_version is not None else None
+                    {"id": str(hit.earlier_version.pk), "title": hit.earlier_version.title}
+                    if hit.earlier_version is not None
+                    else None
                 ),
             }
             for position, hit in enumerate(result.hits)
@@ -228,7 +230,8 @@ class MemoryDetailView(APIView):
         body = present_memory(principal, memory)
         body["chunk_count"] = memory.chunks.count()
         body["history"] = [
-            {"id": str(m.pk), "title": m.title, "status": m.status, "valid_from": iso(m.valid_from)} for m in supersession_chain(principal, memory)
+            {"id": str(m.pk), "title": m.title, "status": m.status, "valid_from": iso(m.valid_from)}
+            for m in supersession_chain(principal, memory)
         ]
         body["citation"] = citation(memory)
         body["redaction"] = redaction(memory)
@@ -236,7 +239,9 @@ class MemoryDetailView(APIView):
         body["entities"] = [entity_summary(e) for e in memory_entities(principal, memory)]
         return Response(body)
 
-    @extend_schema(summary="Change metadata (tags, category, valid_until, clearance_min)", request=PatchInput, responses=MemoryOutput)
+    @extend_schema(
+        summary="Change metadata (tags, category, valid_until, clearance_min)", request=PatchInput, responses=MemoryOutput
+    )
     def patch(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         serializer = PatchInput(data=request.data)
@@ -256,7 +261,9 @@ class MemorySupersedeView(APIView):
         principal = request_principal(request)
         serializer = SupersedeInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        result = services.memory_supersede(principal=principal, memory_id=memory_id, changes=_draft_fields(serializer.validated_data))
+        result = services.memory_supersede(
+            principal=principal, memory_id=memory_id, changes=_draft_fields(serializer.validated_data)
+        )
         return _write_response(principal, result)
 
 

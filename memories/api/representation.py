@@ -22,7 +22,9 @@ def author_of(memory: Memory) -> dict[str, Any]:
     return {"id": str(memory.author_id) if memory.author_id else None, "name": memory.author_display}
 
 
-def memory_representation(memory: Memory, clearance_names: dict[int, str], visible_links: Collection[Any] | None = None) -> dict[str, Any]:
+def memory_representation(
+    memory: Memory, clearance_names: dict[int, str], visible_links: Collection[Any] | None = None
+) -> dict[str, Any]:
     """The memory as clients see it. `visible_links` holds the ids of linked versions the reader may see;
     links to others are shown as null, so an invisible version does not leak even its id. None shows all
     (operator exports only) — interfaces acting for a principal use `present_memories`."""

@@ -19,7 +19,10 @@ def add_parser(sub: Any) -> None:
     which = verify.add_mutually_exclusive_group(required=True)
     which.add_argument("--org", help="one organization's chain")
     which.add_argument(
-        "--all", dest="every", action="store_true", help="every organization's chain, and the one of events that belong to none (e.g. rejected tokens)"
+        "--all",
+        dest="every",
+        action="store_true",
+        help="every organization's chain, and the one of events that belong to none (e.g. rejected tokens)",
     )
     verify.set_defaults(handler=audit_verify)
 

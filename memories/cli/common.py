@@ -14,9 +14,15 @@ def organization(slug: str) -> Organization:
 
 
 def membership(org: Organization, email: str) -> Membership:
-    member = Membership.objects.filter(organization=org, user__email__iexact=email.strip()).select_related("user", "organization").first()
+    member = (
+        Membership.objects.filter(organization=org, user__email__iexact=email.strip())
+        .select_related("user", "organization")
+        .first()
+    )
     if member is None:
-        raise NotFound(f"{email} is not a member of {org.slug}. Add them with: cortex user add {email} --org {org.slug} --clearance <rung>")
+        raise NotFound(
+            f"{email} is not a member of {org.slug}. Add them with: cortex user add {email} --org {org.slug} --clearance <rung>"
+        )
     return member
 
 

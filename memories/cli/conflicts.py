@@ -10,7 +10,9 @@ from memories.services.conflicts import conflict_policy_set
 
 
 def add_parser(sub: Any) -> None:
-    conflicts = sub.add_parser("conflicts", help="conflict policy and queue").add_subparsers(dest="conflicts_command", required=True)
+    conflicts = sub.add_parser("conflicts", help="conflict policy and queue").add_subparsers(
+        dest="conflicts_command", required=True
+    )
     policy = conflicts.add_parser("policy", help="show or set an organization's conflict policy (auto or manual)")
     policy.add_argument("--org", required=True, help="organization slug")
     policy.add_argument("policy", nargs="?", choices=Organization.ConflictPolicy.values, help="the new policy; omit to show it")

@@ -45,7 +45,9 @@ def add_parser(sub: Any) -> None:
 
 @transaction.atomic
 def seed() -> Organization:
-    organization = Organization.objects.filter(slug="acme").first() or services.organization_create(slug="acme", name="Acme Robotics")
+    organization = Organization.objects.filter(slug="acme").first() or services.organization_create(
+        slug="acme", name="Acme Robotics"
+    )
     for slug, name, visibility in SCOPES:
         if not Scope.objects.filter(organization=organization, slug=slug).exists():
             services.scope_create(organization=organization, slug=slug, name=name, visibility=visibility)
@@ -53,13 +55,17 @@ def seed() -> Organization:
         membership = Membership.objects.filter(organization=organization, user__email=email).first()
         if membership is None:
             role = Membership.Role.ADMIN if admin else Membership.Role.MEMBER
-            membership = services.member_add(organization=organization, email=email, clearance=clearance, role=role, name=name, password=DEMO_PASSWORD)
+            membership = services.member_add(
+                organization=organization, email=email, clearance=clearance, role=role, name=name, password=DEMO_PASSWORD
+            )
         for scope_slug, can_write in GRANTS[email].items():
             scope = Scope.objects.get(organization=organization, slug=scope_slug)
             if not membership.grants.filter(scope=scope, can_write=can_write).exists():
                 services.grant_set(membership=membership, scope=scope, can_write=can_write)
     # A second organization, so the switcher and tenant isolation are visible from the start.
-    globex = Organization.objects.filter(slug="globex").first() or services.organization_create(slug="globex", name="Globex Logistics")
+    globex = Organization.objects.filter(slug="globex").first() or services.organization_create(
+        slug="globex", name="Globex Logistics"
+    )
     if not Membership.objects.filter(organization=globex, user__email="ada@acme.test").exists():
         services.member_add(organization=globex, email="ada@acme.test", clearance="Manager", role=Membership.Role.ADMIN)
     return organization

@@ -69,10 +69,14 @@ def _date(value: str) -> datetime:
 
 def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
     org = services.organization_create(slug=slug, name=name)
-    command.stdout.write(f"Created organization {org.slug} ({org.name}) with scope public-docs and ladder Contractor < Employee < Manager < Executive.")
+    command.stdout.write(
+        f"Created organization {org.slug} ({org.name}) with scope public-docs and ladder Contractor < Employee < Manager < Executive."
+    )
 
 
-def user_add(command: Any, *, email: str, org: str, clearance: str, admin: bool, password: str | None, name: str, **_: Any) -> None:
+def user_add(
+    command: Any, *, email: str, org: str, clearance: str, admin: bool, password: str | None, name: str, **_: Any
+) -> None:
     organization = common.organization(org)
     membership = services.member_add(
         organization=organization,
@@ -100,13 +104,17 @@ def grant_set(command: Any, *, email: str, scope: str, org: str, read_only: bool
     command.stdout.write(f"Granted {membership.user.email} {'read' if read_only else 'read and write'} access to {target.slug}.")
 
 
-def token_create(command: Any, *, email: str, org: str, name: str, scopes: str, read_only: bool, expires: datetime | None, **_: Any) -> None:
+def token_create(
+    command: Any, *, email: str, org: str, name: str, scopes: str, read_only: bool, expires: datetime | None, **_: Any
+) -> None:
     organization = common.organization(org)
     membership = common.membership(organization, email)
     slugs = [s.strip() for s in scopes.split(",") if s.strip()]
     for slug in slugs:
         common.scope(organization, slug)
-    token, secret = services.token_create(membership=membership, name=name, scope_slugs=slugs, read_only=read_only, expires_at=expires)
+    token, secret = services.token_create(
+        membership=membership, name=name, scope_slugs=slugs, read_only=read_only, expires_at=expires
+    )
     narrowing = f"scopes {', '.join(slugs)}" if slugs else "all of the member's scopes"
     command.stdout.write(
         f"Created token {token.prefix} ({token.name}) for {membership.user.email} in {organization.slug}: {narrowing}"
@@ -118,7 +126,11 @@ def token_create(command: Any, *, email: str, org: str, name: str, scopes: str, 
 
 def token_revoke(command: Any, *, prefix: str, org: str, **_: Any) -> None:
     organization = common.organization(org)
-    token = ApiToken.objects.filter(prefix=prefix.strip(), membership__organization=organization).select_related("membership__user", "membership__organization").first()
+    token = (
+        ApiToken.objects.filter(prefix=prefix.strip(), membership__organization=organization)
+        .select_related("membership__user", "membership__organization")
+        .first()
+    )
     if token is None:
         raise NotFound(f"No token with prefix {prefix!r} in {organization.slug}.")
     services.token_revoke(token=token)

@@ -26,7 +26,9 @@ class RememberOutput(BaseModel):
         description="How the scope was chosen: the scope you gave, the organization's rule for the source, or the default scope."
     )
     status: str
-    deduplicated: bool = Field(description="True when identical content was already stored; that memory is returned and nothing new is written.")
+    deduplicated: bool = Field(
+        description="True when identical content was already stored; that memory is returned and nothing new is written."
+    )
     url: str = Field(description="The memory's page in Cortex.")
 
 

@@ -90,7 +90,9 @@ def tool_error(error_code: str, message: str, details: dict[str, Any] | None = N
         # Round-trip through JSON: details may hold DRF ErrorDetails, dates, uuids.
         "details": json.loads(json.dumps(details or {}, default=str)),
     }
-    return CallToolResult(content=[TextContent(type="text", text=f"{error_code}: {message}")], structured_content=body, is_error=True)
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"{error_code}: {message}")], structured_content=body, is_error=True
+    )
 
 
 def _outcome(exc: CortexError) -> str:
@@ -99,7 +101,9 @@ def _outcome(exc: CortexError) -> str:
     return AuditEvent.Outcome.ERROR
 
 
-def _audit_call(tool: str, organization: Any, actor: Actor, outcome: str, *, error_code: str = "", target_type: str = "", target_id: str = "") -> None:
+def _audit_call(
+    tool: str, organization: Any, actor: Actor, outcome: str, *, error_code: str = "", target_type: str = "", target_id: str = ""
+) -> None:
     record(
         "mcp.call",
         organization=organization,
@@ -134,7 +138,14 @@ def run_tool(tool: str, access: AccessToken | None, work: Callable[[Principal], 
         organization, actor = (principal.organization_id, principal.actor) if principal else actor_for(access)
         _audit_call(tool, organization, actor, _outcome(exc), error_code=exc.error_code)
         return tool_error(exc.error_code, exc.message, exc.details)
-    _audit_call(tool, principal.organization_id, principal.actor, AuditEvent.Outcome.OK, target_type=answer.target_type, target_id=answer.target_id)
+    _audit_call(
+        tool,
+        principal.organization_id,
+        principal.actor,
+        AuditEvent.Outcome.OK,
+        target_type=answer.target_type,
+        target_id=answer.target_id,
+    )
     return CallToolResult(
         content=[TextContent(type="text", text=answer.text)],
         structured_content=answer.data.model_dump(mode="json"),
@@ -196,7 +207,9 @@ def _remember(principal: Principal, arguments: dict[str, Any]) -> Answer:
     if result.deduplicated:
         text = f'Already remembered: "{memory.title}" holds this content in scope {memory.scope.slug}; nothing new was stored.'
     else:
-        text = f'Remembered "{memory.title}" in scope {memory.scope.slug} (chosen by {_RESOLUTION_WORDS[result.scope_resolution]}).'
+        text = (
+            f'Remembered "{memory.title}" in scope {memory.scope.slug} (chosen by {_RESOLUTION_WORDS[result.scope_resolution]}).'
+        )
     text += f"\nid: {memory.pk} · status: {memory.status}\n{data.url}"
     return Answer(data, text, "memory", str(memory.pk))
 
@@ -206,7 +219,9 @@ async def remember(
     title: Annotated[str | None, Field(description="A short title. Derived from the first line of content when omitted.")] = None,
     scope: Annotated[
         str | None,
-        Field(description="Scope slug, e.g. engineering. When omitted the organization's rule for MCP or the default scope (public-docs) decides."),
+        Field(
+            description="Scope slug, e.g. engineering. When omitted the organization's rule for MCP or the default scope (public-docs) decides."
+        ),
     ] = None,
     category: Annotated[str | None, Field(description="One word such as decision, policy, incident, note (the default).")] = None,
     tags: Annotated[list[str] | None, Field(description="Up to 20 tags, e.g. ['api', 'security'].")] = None,
@@ -216,10 +231,15 @@ async def remember(
         Field(description="Lowest clearance that may read it, e.g. Employee. At most your own; the lowest rung when omitted."),
     ] = None,
     valid_from: Annotated[
-        str | None, Field(description="When this became true (ISO 8601, e.g. 2025-01-15T10:30:00Z). Defaults to now.", json_schema_extra={"format": "date-time"})
+        str | None,
+        Field(
+            description="When this became true (ISO 8601, e.g. 2025-01-15T10:30:00Z). Defaults to now.",
+            json_schema_extra={"format": "date-time"},
+        ),
     ] = None,
     valid_until: Annotated[
-        str | None, Field(description="When this stops being true (ISO 8601), if it expires.", json_schema_extra={"format": "date-time"})
+        str | None,
+        Field(description="When this stops being true (ISO 8601), if it expires.", json_schema_extra={"format": "date-time"}),
     ] = None,
 ) -> Annotated[CallToolResult, schemas.RememberOutput]:
     """Store a memory for your team. Returns its id, scope (and how the scope was chosen) and its page in Cortex."""
@@ -273,16 +293,24 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
             "",
             f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
             f"    {hit.snippet}",
-            *([f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"] if hit.earlier_version is not None else []),
+            *(
+                [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]
+                if hit.earlier_version is not None
+                else []
+            ),
             f"    Cite: {_cite(hit.memory)}",
         ]
     return Answer(data, "\n".join(lines))
 
 
 async def recall_tool(
-    query: Annotated[str, Field(description="What you want to know, in your own words or with exact terms (names, ids, error codes).")],
+    query: Annotated[
+        str, Field(description="What you want to know, in your own words or with exact terms (names, ids, error codes).")
+    ],
     limit: Annotated[int, Field(description=f"How many memories to return, 1–{MAX_LIMIT} (values outside are clamped).")] = 5,
-    scopes: Annotated[list[str] | None, Field(description="Only these scopes (slugs). Default: every scope you can read.")] = None,
+    scopes: Annotated[
+        list[str] | None, Field(description="Only these scopes (slugs). Default: every scope you can read.")
+    ] = None,
     category: Annotated[str | None, Field(description="Only this category, e.g. decision or policy.")] = None,
     tags: Annotated[list[str] | None, Field(description="Only memories carrying all of these tags.")] = None,
 ) -> Annotated[CallToolResult, schemas.RecallOutput]:
@@ -321,7 +349,12 @@ def _list_memories(principal: Principal, limit: int, scope: str | None, category
         return Answer(data, "No memories you can see" + (" match these filters." if scope or category else " yet."))
     lines = [f"The {len(memories)} most recent memories you can see, newest first:"]
     for rank, m in enumerate(memories, start=1):
-        lines += ["", f"[{rank}] {m.title} ({m.category}, scope {m.scope.slug})", f"    {_preview(m.content)}", f"    Cite: {_cite(m)}"]
+        lines += [
+            "",
+            f"[{rank}] {m.title} ({m.category}, scope {m.scope.slug})",
+            f"    {_preview(m.content)}",
+            f"    Cite: {_cite(m)}",
+        ]
     return Answer(data, "\n".join(lines))
 
 
@@ -359,7 +392,10 @@ def _get_memory(principal: Principal, memory_id: str) -> Answer:
     ]
     if len(chain) > 1:
         lines += ["", "Versions, oldest first:"]
-        lines += [f"  - {m.title} ({m.status}, {iso(m.valid_from)}) {m.pk}" + ("  ← this one" if m.pk == memory.pk else "") for m in chain]
+        lines += [
+            f"  - {m.title} ({m.status}, {iso(m.valid_from)}) {m.pk}" + ("  ← this one" if m.pk == memory.pk else "")
+            for m in chain
+        ]
     lines += ["", data.url]
     return Answer(data, "\n".join(lines), "memory", str(memory.pk))
 
@@ -389,7 +425,9 @@ def tools() -> list[Tool]:
             remember,
             "remember",
             "Remember",
-            ToolAnnotations(title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False),
+            ToolAnnotations(
+                title="Remember", read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+            ),
         ),
         _tool(recall_tool, "recall", "Recall", _read_only("Recall")),
         _tool(list_memories, "list_memories", "List recent memories", _read_only("List recent memories")),
@@ -431,7 +469,10 @@ class CortexMCPServer(MCPServer):
         except UnexpectedToolError:
             logger.exception("MCP tool %s crashed", name)
             return await self._refused(
-                name, "INTERNAL_ERROR", "Something went wrong on our side; the request id identifies it in the logs.", outcome=AuditEvent.Outcome.ERROR
+                name,
+                "INTERNAL_ERROR",
+                "Something went wrong on our side; the request id identifies it in the logs.",
+                outcome=AuditEvent.Outcome.ERROR,
             )
         except ToolError as exc:
             cause = exc.__cause__
@@ -439,7 +480,13 @@ class CortexMCPServer(MCPServer):
             return await self._refused(name, "INVALID_ARGUMENTS", f"Invalid arguments for {name}: {problem}")
 
     async def _refused(
-        self, name: str, error_code: str, message: str, details: dict[str, Any] | None = None, *, outcome: str = AuditEvent.Outcome.ERROR
+        self,
+        name: str,
+        error_code: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        *,
+        outcome: str = AuditEvent.Outcome.ERROR,
     ) -> CallToolResult:
         organization, actor = actor_for(get_access_token())
         await in_worker_thread(_audit_call)(name, organization, actor, outcome, error_code=error_code)

@@ -56,7 +56,9 @@ class Conflict(models.Model):
     confidence = models.FloatField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True, default="")
-    resolved_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    resolved_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     resolved_by_policy = models.CharField(max_length=16, choices=Policy.choices, blank=True, default="")
     resolution_note = models.TextField(blank=True, default="")
     # The losing side's claim, kept when one memory supersedes the other: {memory_id, title, claim, author, ...}.
@@ -67,7 +69,11 @@ class Conflict(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(Least(F("new_memory"), F("existing_memory")), Greatest(F("new_memory"), F("existing_memory")), name="conflict_pair_unique"),
+            models.UniqueConstraint(
+                Least(F("new_memory"), F("existing_memory")),
+                Greatest(F("new_memory"), F("existing_memory")),
+                name="conflict_pair_unique",
+            ),
             models.CheckConstraint(condition=~Q(new_memory=F("existing_memory")), name="conflict_two_memories"),
             models.CheckConstraint(
                 condition=(Q(status="open") & Q(resolution=""))
@@ -75,7 +81,9 @@ class Conflict(models.Model):
                 | (Q(status="dismissed") & Q(resolution="dismiss")),
                 name="conflict_status_matches_resolution",
             ),
-            models.CheckConstraint(condition=Q(similarity__gte=-1.0) & Q(similarity__lte=1.0001), name="conflict_similarity_range"),
+            models.CheckConstraint(
+                condition=Q(similarity__gte=-1.0) & Q(similarity__lte=1.0001), name="conflict_similarity_range"
+            ),
         ]
         indexes = [
             models.Index(fields=["organization", "status", "-created_at"], name="conflict_org_status"),

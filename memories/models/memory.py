@@ -41,7 +41,9 @@ class Memory(models.Model):
     source_url = models.URLField(max_length=2000, blank=True, default="")
     # The author is who wrote the knowledge (a person in Cortex, or just a name from a source);
     # created_by is the Cortex user whose action stored it (idempotency keys are theirs).
-    author = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="authored_memories")
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="authored_memories"
+    )
     author_name = models.CharField(max_length=200, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
@@ -116,7 +118,9 @@ class MemoryChunk(models.Model):
             # Exact (pre-filtered) scans when a principal sees a small slice of a large organization.
             models.Index(fields=["organization", "scope", "status"], name="chunk_filter"),
             # Built concurrently in their own migration (0003).
-            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64, opclasses=["vector_cosine_ops"]),
+            HnswIndex(
+                name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64, opclasses=["vector_cosine_ops"]
+            ),
             GinIndex(fields=["search_vector"], name="chunk_search_gin"),
         ]
 

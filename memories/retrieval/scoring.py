@@ -74,7 +74,9 @@ def dense_strength(similarity: float, calibration: Calibration) -> float:
     return min(1.0, max(0.0, (similarity - calibration.floor) / span))
 
 
-def lexical_strength(body_hits: Sequence[bool], title_hits: Sequence[bool], weights: Sequence[float], title_share: float) -> float:
+def lexical_strength(
+    body_hits: Sequence[bool], title_hits: Sequence[bool], weights: Sequence[float], title_share: float
+) -> float:
     total = sum(weights)
     if total <= 0:
         return 0.0

@@ -34,13 +34,17 @@ def _base(principal: Principal) -> QuerySet[Conflict]:
     return (
         Conflict.objects.filter(organization_id=principal.organization_id)
         .filter(_readable(principal, "new_memory") & _readable(principal, "existing_memory"))
-        .select_related("new_memory__scope", "new_memory__author", "existing_memory__scope", "existing_memory__author", "resolved_by_user")
+        .select_related(
+            "new_memory__scope", "new_memory__author", "existing_memory__scope", "existing_memory__author", "resolved_by_user"
+        )
     )
 
 
 def _both_readable(principal: Principal, conflict: Conflict) -> bool:
     # Defence in depth: the Principal has the last word on each memory.
-    return principal.can_read_memory(conflict.new_memory, history=True) and principal.can_read_memory(conflict.existing_memory, history=True)
+    return principal.can_read_memory(conflict.new_memory, history=True) and principal.can_read_memory(
+        conflict.existing_memory, history=True
+    )
 
 
 def visible_conflicts(principal: Principal, *, status: str = "open", kind: str | None = None) -> QuerySet[Conflict]:

@@ -57,7 +57,9 @@ def memory_entities(principal: Principal, memory: Memory) -> list[Entity]:
     """Entities a memory mentions (empty when the principal may not read the memory)."""
     if not principal.can_read_memory(memory, history=True):
         return []
-    return list(Entity.objects.filter(organization_id=principal.organization_id, mentions__memory=memory).order_by("kind", "name"))
+    return list(
+        Entity.objects.filter(organization_id=principal.organization_id, mentions__memory=memory).order_by("kind", "name")
+    )
 
 
 def entity_relations(principal: Principal, entity: Entity) -> list[Relation]:

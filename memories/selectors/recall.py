@@ -180,7 +180,11 @@ class _Scorer:
 
     def __call__(self, chunk: sql.ScoredChunk) -> _Candidate:
         d = scoring.dense_strength(chunk.similarity, self.calibration)
-        lx = scoring.lexical_strength(chunk.body_hits, chunk.title_hits, self.weights, scoring.PARAMS.title_share) if self.has_terms else 0.0
+        lx = (
+            scoring.lexical_strength(chunk.body_hits, chunk.title_hits, self.weights, scoring.PARAMS.title_share)
+            if self.has_terms
+            else 0.0
+        )
         return _Candidate(scoring.strength_for(self.mode, d, lx), d, lx, chunk)
 
 
@@ -200,7 +204,12 @@ def _fold(chunks: list[sql.ScoredChunk], score: _Scorer) -> tuple[dict[Any, _Can
 
 
 def _lead_to_current_versions(
-    best: dict[Any, _Candidate], earlier: dict[Any, _Candidate], score: _Scorer, vector: Any, terms: list[str], where: sql.ChunkFilter
+    best: dict[Any, _Candidate],
+    earlier: dict[Any, _Candidate],
+    score: _Scorer,
+    vector: Any,
+    terms: list[str],
+    where: sql.ChunkFilter,
 ) -> dict[Any, _Candidate]:
     """Each matching earlier version passes its strength on to the current version of its chain.
 
@@ -307,7 +316,11 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
     via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
-    via = {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)} if via_ids else {}
+    via = (
+        {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
+        if via_ids
+        else {}
+    )
     hits: list[RecallHit] = []
     for (memory, candidate), strength in zip(pool, effective, strict=True):
         rel = scoring.spread(strength, top, params.spread_power)
@@ -336,7 +349,13 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
             details={
                 "query": text[:200],
                 "limit": query.limit,
-                "filters": {"scopes": list(query.scopes or []), "category": query.category, "tags": list(query.tags), "source": query.source, "as_of": query.as_of},
+                "filters": {
+                    "scopes": list(query.scopes or []),
+                    "category": query.category,
+                    "tags": list(query.tags),
+                    "source": query.source,
+                    "as_of": query.as_of,
+                },
                 "results": [str(h.memory.pk) for h in hits],
             },
         )

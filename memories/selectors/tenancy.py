@@ -32,7 +32,11 @@ def my_token(principal: Principal, token_id: Any) -> ApiToken:
         parsed = token_id if isinstance(token_id, uuid.UUID) else uuid.UUID(str(token_id))
     except (ValueError, TypeError):
         raise NotFound("Token not found.") from None
-    token = ApiToken.objects.select_related("membership__organization", "membership__user").filter(membership=principal.membership, pk=parsed).first()
+    token = (
+        ApiToken.objects.select_related("membership__organization", "membership__user")
+        .filter(membership=principal.membership, pk=parsed)
+        .first()
+    )
     if token is None:
         raise NotFound("Token not found.")
     return token
@@ -40,7 +44,11 @@ def my_token(principal: Principal, token_id: Any) -> ApiToken:
 
 def organization_members(principal: Principal) -> QuerySet[Membership]:
     _require_admin(principal)
-    return Membership.objects.filter(organization_id=principal.organization_id).select_related("user", "organization").order_by("user__email")
+    return (
+        Membership.objects.filter(organization_id=principal.organization_id)
+        .select_related("user", "organization")
+        .order_by("user__email")
+    )
 
 
 def organization_member(principal: Principal, membership_id: Any) -> Membership:
@@ -49,7 +57,9 @@ def organization_member(principal: Principal, membership_id: Any) -> Membership:
         pk = int(membership_id)
     except (ValueError, TypeError):
         raise NotFound("Member not found.") from None
-    membership = Membership.objects.select_related("user", "organization").filter(organization_id=principal.organization_id, pk=pk).first()
+    membership = (
+        Membership.objects.select_related("user", "organization").filter(organization_id=principal.organization_id, pk=pk).first()
+    )
     if membership is None:
         raise NotFound("Member not found.")
     return membership

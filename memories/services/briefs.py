@@ -55,7 +55,9 @@ class Upload:
 def _check_text(name: str, text: str, limit: int) -> str:
     text = (text or "").replace("\r\n", "\n")
     if len(text) > limit:
-        raise PayloadTooLarge(f"The {name} is {len(text):,} characters; the limit is {limit:,}.", error_code=f"{name.upper()}_TOO_LONG")
+        raise PayloadTooLarge(
+            f"The {name} is {len(text):,} characters; the limit is {limit:,}.", error_code=f"{name.upper()}_TOO_LONG"
+        )
     if "\x00" in text:
         raise Unprocessable(f"The {name} is not text (it contains NUL bytes).", error_code="NOT_TEXT")
     return text
@@ -69,7 +71,9 @@ def transcript_from_upload(upload: Upload) -> str:
     return document.text
 
 
-def decisions_extract_start(*, principal: Principal, summary: str = "", transcript: str = "", upload: Upload | None = None) -> Job:
+def decisions_extract_start(
+    *, principal: Principal, summary: str = "", transcript: str = "", upload: Upload | None = None
+) -> Job:
     """Validate the input and queue an extraction job for the principal (enqueued on commit)."""
     summary = _check_text("summary", summary, MAX_SUMMARY_CHARS)
     transcript = _check_text("transcript", transcript, settings.CORTEX_MAX_CONTENT_CHARS)
@@ -81,13 +85,19 @@ def decisions_extract_start(*, principal: Principal, summary: str = "", transcri
         filename = upload.filename[:200]
     if not summary.strip() and not transcript.strip():
         raise ValidationFailed("Give a written summary, a transcript, or both.", error_code="EMPTY_INPUT")
-    return job_create(principal=principal, kind=Job.Kind.EXTRACT_DECISIONS, payload={"summary": summary, "transcript": transcript, "filename": filename})
+    return job_create(
+        principal=principal,
+        kind=Job.Kind.EXTRACT_DECISIONS,
+        payload={"summary": summary, "transcript": transcript, "filename": filename},
+    )
 
 
 @job_handler(Job.Kind.EXTRACT_DECISIONS)
 def _run_extraction(job: Job) -> dict[str, Any]:
     payload = job.payload or {}
-    result = extract_decisions(str(payload.get("summary", "")), str(payload.get("transcript", "")), progress=lambda p: job_progress(job, p))
+    result = extract_decisions(
+        str(payload.get("summary", "")), str(payload.get("transcript", "")), progress=lambda p: job_progress(job, p)
+    )
     # The person needs the transcript's text to save the brief (a file's text is read on the server).
     result["transcript"] = payload.get("transcript", "") if payload.get("filename") else None
     result["filename"] = payload.get("filename") or None
@@ -106,11 +116,17 @@ def extract_decisions(summary: str, transcript: str, *, progress: Callable[[int]
             return {"decisions": [d.as_dict() for d in grounded.decisions], "extractor": llm.label, "dropped": grounded.dropped}
         except (LLMUnavailable, LLMInvalidOutput) as exc:
             logger.warning("decision extraction by %s failed (%s); using the heuristic", llm.label, exc)
-            reason = "answered with something that was not the expected structure" if isinstance(exc, LLMInvalidOutput) else str(exc)
+            reason = (
+                "answered with something that was not the expected structure" if isinstance(exc, LLMInvalidOutput) else str(exc)
+            )
             fallback = {"from": llm.label, "reason": reason[:300]}
     report(50)
     grounded = ground(heuristic_proposals(summary, transcript), summary=summary, transcript=transcript)
-    result: dict[str, Any] = {"decisions": [d.as_dict() for d in grounded.decisions], "extractor": HEURISTIC, "dropped": grounded.dropped}
+    result: dict[str, Any] = {
+        "decisions": [d.as_dict() for d in grounded.decisions],
+        "extractor": HEURISTIC,
+        "dropped": grounded.dropped,
+    }
     if fallback is not None:
         result["fallback"] = fallback
     return result
@@ -121,7 +137,11 @@ def _llm_proposals(llm: Any, summary: str, transcript: str, report: Callable[[in
     proposals: list[Proposal] = []
     for index, (_offset, piece) in enumerate(pieces):
         generation = llm.generate(
-            llm_prompt(summary if index == 0 else "", piece), json_schema=LLM_SCHEMA, system=LLM_SYSTEM, max_output_tokens=2000, temperature=0.0
+            llm_prompt(summary if index == 0 else "", piece),
+            json_schema=LLM_SCHEMA,
+            system=LLM_SYSTEM,
+            max_output_tokens=2000,
+            temperature=0.0,
         )
         proposals.extend(llm_proposals(generation.data))
         report(10 + int(80 * (index + 1) / len(pieces)))

@@ -73,7 +73,9 @@ def _earlier(memory: Memory) -> Q:
     return Q(created_at__lt=memory.created_at) | (Q(created_at=memory.created_at) & Q(pk__lt=memory.pk))
 
 
-def conflict_candidates(memory: Memory, *, threshold: float = SIMILARITY_THRESHOLD, limit: int = MAX_CANDIDATES) -> list[Candidate]:
+def conflict_candidates(
+    memory: Memory, *, threshold: float = SIMILARITY_THRESHOLD, limit: int = MAX_CANDIDATES
+) -> list[Candidate]:
     """Near neighbours of `memory` (best chunk pair wins), most similar first, and content-hash twins."""
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute("SET LOCAL hnsw.ef_search = 100")
@@ -99,7 +101,9 @@ def conflict_candidates(memory: Memory, *, threshold: float = SIMILARITY_THRESHO
         )
         similar = {row[0]: float(row[1]) for row in cursor.fetchall()}
         related = _replacement_candidates(cursor, memory, threshold=min(threshold, REPLACED_SIMILARITY))
-    twins = Memory.objects.filter(organization_id=memory.organization_id, content_hash=memory.content_hash, status=Memory.Status.ACTIVE)
+    twins = Memory.objects.filter(
+        organization_id=memory.organization_id, content_hash=memory.content_hash, status=Memory.Status.ACTIVE
+    )
     for twin_id in twins.exclude(pk=memory.pk).values_list("pk", flat=True):
         similar[twin_id] = 1.0
     ids = set(similar) | set(related)
@@ -199,7 +203,9 @@ def classify_pair(*, existing: Memory, new: Memory, similarity: float) -> Verdic
     if llm is None:
         return classify(_memo(existing), _memo(new), similarity=similarity, now=now)
     try:
-        return classify_with_llm(llm, _memo(existing), _memo(new), existing_source=existing.source, new_source=new.source, similarity=similarity)
+        return classify_with_llm(
+            llm, _memo(existing), _memo(new), existing_source=existing.source, new_source=new.source, similarity=similarity
+        )
     except (LLMUnavailable, LLMInvalidOutput) as exc:
         logger.warning("conflict classification by %s failed (%s); using the heuristic", getattr(llm, "label", llm), exc)
         fallback = classify(_memo(existing), _memo(new), similarity=similarity, now=now)
@@ -214,7 +220,9 @@ def conflicts_detect(memory_id: Any) -> list[Conflict]:
 
     Returns the conflicts recorded by this call (none on a re-run).
     """
-    memory = Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE).select_related("organization", "scope", "author").first()
+    memory = (
+        Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE).select_related("organization", "scope", "author").first()
+    )
     if memory is None:
         return []
     recorded: list[Conflict] = []
@@ -280,7 +288,11 @@ def _author_rank(memory: Memory) -> int | None:
     """The clearance rung of the memory's author in its organization; None when the author is only a name."""
     if memory.author_id is None:
         return None
-    return Membership.objects.filter(user_id=memory.author_id, organization_id=memory.organization_id).values_list("clearance_rank", flat=True).first()
+    return (
+        Membership.objects.filter(user_id=memory.author_id, organization_id=memory.organization_id)
+        .values_list("clearance_rank", flat=True)
+        .first()
+    )
 
 
 def _reaches_as_far(winner: Memory, loser: Memory) -> bool:
@@ -304,14 +316,28 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
     if conflict.kind == Conflict.Kind.DUPLICATE:
         for winner, loser in ((existing, new), (new, existing)):
             if _reaches_as_far(winner, loser):
-                return PolicyDecision(winner, loser, Conflict.Policy.DUPLICATE, f"Same information: kept the {'existing' if winner is existing else 'new'} memory.")
-        return PolicyDecision(None, None, Conflict.Policy.DUPLICATE, "Left for a person: the duplicates are read by different people.")
+                return PolicyDecision(
+                    winner,
+                    loser,
+                    Conflict.Policy.DUPLICATE,
+                    f"Same information: kept the {'existing' if winner is existing else 'new'} memory.",
+                )
+        return PolicyDecision(
+            None, None, Conflict.Policy.DUPLICATE, "Left for a person: the duplicates are read by different people."
+        )
     if conflict.kind == Conflict.Kind.STALE:
         winner, loser = (new, existing) if outdated != "new" else (existing, new)
-        decision = PolicyDecision(winner, loser, Conflict.Policy.STALE, f"Outdated: kept the {'new' if winner is new else 'existing'} memory.")
+        decision = PolicyDecision(
+            winner, loser, Conflict.Policy.STALE, f"Outdated: kept the {'new' if winner is new else 'existing'} memory."
+        )
     else:
         if conflict.confidence is not None and conflict.confidence < LOW_CONFIDENCE:
-            return PolicyDecision(None, None, Conflict.Policy.AUTHORITY, f"Left for a person: the classifier was unsure (confidence {conflict.confidence:.2f}).")
+            return PolicyDecision(
+                None,
+                None,
+                Conflict.Policy.AUTHORITY,
+                f"Left for a person: the classifier was unsure (confidence {conflict.confidence:.2f}).",
+            )
         names = clearance_names(conflict.organization_id)
         rank_new, rank_existing = _author_rank(new), _author_rank(existing)
         # An author known only by name (e.g. from a connector) ranks below every rung.
@@ -329,10 +355,20 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
         else:
             newer_first = (new.valid_from, new.created_at) >= (existing.valid_from, existing.created_at)
             winner, loser = (new, existing) if newer_first else (existing, new)
-            decision = PolicyDecision(winner, loser, Conflict.Policy.RECENCY, f"Recency: equal authority, so the newer statement ({winner.valid_from:%Y-%m-%d}) stands.")
+            decision = PolicyDecision(
+                winner,
+                loser,
+                Conflict.Policy.RECENCY,
+                f"Recency: equal authority, so the newer statement ({winner.valid_from:%Y-%m-%d}) stands.",
+            )
     assert decision.winner is not None and decision.loser is not None
     if not _reaches_as_far(decision.winner, decision.loser):
-        return PolicyDecision(None, None, decision.policy, "Left for a person: the memory that would win is read by fewer people than the one it would replace.")
+        return PolicyDecision(
+            None,
+            None,
+            decision.policy,
+            "Left for a person: the memory that would win is read by fewer people than the one it would replace.",
+        )
     return decision
 
 
@@ -344,7 +380,9 @@ def _apply_policy(conflict: Conflict, verdict: Verdict) -> None:
     if decision.winner is None or decision.loser is None:
         Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(resolution_note=decision.note)
         return
-    resolution = Conflict.Resolution.KEEP_NEW if decision.winner.pk == conflict.new_memory_id else Conflict.Resolution.KEEP_EXISTING
+    resolution = (
+        Conflict.Resolution.KEEP_NEW if decision.winner.pk == conflict.new_memory_id else Conflict.Resolution.KEEP_EXISTING
+    )
     try:
         with transaction.atomic():
             claimed = Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(
@@ -371,11 +409,18 @@ def _apply_policy(conflict: Conflict, verdict: Verdict) -> None:
                 actor=SYSTEM_POLICY,
                 target_type="conflict",
                 target_id=conflict.pk,
-                details={"resolution": resolution, "policy": decision.policy, "winner": str(decision.winner.pk), "loser": str(decision.loser.pk)},
+                details={
+                    "resolution": resolution,
+                    "policy": decision.policy,
+                    "winner": str(decision.winner.pk),
+                    "loser": str(decision.loser.pk),
+                },
             )
     except StateConflict as exc:
         # One of the two changed meanwhile (superseded, redacted): a person decides instead.
-        Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(resolution_note=f"Left for a person: {exc.message}")
+        Conflict.objects.filter(pk=conflict.pk, status=Conflict.Status.OPEN).update(
+            resolution_note=f"Left for a person: {exc.message}"
+        )
 
 
 def dissent_of(loser: Memory) -> dict[str, Any]:
@@ -431,9 +476,21 @@ def conflict_resolve(*, principal: Principal, conflict_id: Any, resolution: str,
         actor = principal.actor
         for action, memory, other in changes:
             if action == "reinstate":
-                memory_reinstate(memory_id=memory.pk, superseded_by_id=other.pk, actor=actor, reason=f"conflict:{resolution}", details={"conflict": str(conflict.pk)})
+                memory_reinstate(
+                    memory_id=memory.pk,
+                    superseded_by_id=other.pk,
+                    actor=actor,
+                    reason=f"conflict:{resolution}",
+                    details={"conflict": str(conflict.pk)},
+                )
             else:
-                memory_supersede_with_existing(loser_id=memory.pk, winner_id=other.pk, actor=actor, reason=f"conflict:{resolution}", details={"conflict": str(conflict.pk)})
+                memory_supersede_with_existing(
+                    loser_id=memory.pk,
+                    winner_id=other.pk,
+                    actor=actor,
+                    reason=f"conflict:{resolution}",
+                    details={"conflict": str(conflict.pk)},
+                )
         loser = keep[1] if keep else None
         Conflict.objects.filter(pk=conflict.pk).update(
             status=Conflict.Status.DISMISSED if resolution == Conflict.Resolution.DISMISS else Conflict.Status.RESOLVED,
@@ -450,7 +507,12 @@ def conflict_resolve(*, principal: Principal, conflict_id: Any, resolution: str,
             actor=actor,
             target_type="conflict",
             target_id=conflict.pk,
-            details={"from": before, "resolution": resolution, "note": note[:500], "memory_changes": [[a, str(m.pk)] for a, m, _ in changes]},
+            details={
+                "from": before,
+                "resolution": resolution,
+                "note": note[:500],
+                "memory_changes": [[a, str(m.pk)] for a, m, _ in changes],
+            },
         )
     return conflict_for(principal, conflict_id)
 
@@ -465,7 +527,8 @@ def _changes_for(new: Memory, existing: Memory, keep: tuple[Memory, Memory] | No
                 steps.append(("reinstate", memory, other))
             else:
                 raise StateConflict(
-                    f"“{memory.title}” is {memory.status} for another reason; it cannot be kept from here.", error_code="MEMORY_NOT_ACTIVE"
+                    f"“{memory.title}” is {memory.status} for another reason; it cannot be kept from here.",
+                    error_code="MEMORY_NOT_ACTIVE",
                 )
     if keep is not None and keep[1].status == Memory.Status.ACTIVE:
         # A loser that is already superseded or redacted stays as it is.
@@ -490,7 +553,14 @@ def conflict_reopen(*, principal: Principal, conflict_id: Any, note: str = "") -
             resolution_note=(note or "").strip()[:2000],
             resolved_at=None,
         )
-        record("conflict.reopen", organization=principal.organization_id, actor=principal.actor, target_type="conflict", target_id=conflict.pk, details={"from": before})
+        record(
+            "conflict.reopen",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="conflict",
+            target_id=conflict.pk,
+            details={"from": before},
+        )
     return conflict_for(principal, conflict_id)
 
 

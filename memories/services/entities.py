@@ -31,7 +31,9 @@ def extract(text: str) -> tuple[Extraction, str]:
     llm = get_llm()
     if llm is not None:
         try:
-            generation = llm.generate(entity_prompt(text), json_schema=ENTITY_SCHEMA, system=ENTITY_SYSTEM, max_output_tokens=1500, temperature=0.0)
+            generation = llm.generate(
+                entity_prompt(text), json_schema=ENTITY_SCHEMA, system=ENTITY_SYSTEM, max_output_tokens=1500, temperature=0.0
+            )
             return ground_llm(generation.data, text), llm.label
         except (LLMUnavailable, LLMInvalidOutput) as exc:
             logger.info("entity extraction by %s failed (%s); using the heuristic", llm.label, exc)
@@ -40,7 +42,9 @@ def extract(text: str) -> tuple[Extraction, str]:
 
 def entities_extract(memory_id: Any) -> int:
     """Record the entities of an active memory; returns how many mentions were added (0 on a re-run)."""
-    memory = Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE).only("id", "organization_id", "title", "content").first()
+    memory = (
+        Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE).only("id", "organization_id", "title", "content").first()
+    )
     if memory is None or EntityMention.objects.filter(memory_id=memory.pk).exists():
         return 0
     text = f"{memory.title}\n\n{memory.content[:MAX_TEXT_CHARS]}"
@@ -50,12 +54,18 @@ def entities_extract(memory_id: Any) -> int:
     organization_id = memory.organization_id
     with transaction.atomic():
         Entity.objects.bulk_create(
-            [Entity(organization_id=organization_id, kind=e.kind, name=e.name, key=entity_key(e.name)) for e in extraction.entities],
+            [
+                Entity(organization_id=organization_id, kind=e.kind, name=e.name, key=entity_key(e.name))
+                for e in extraction.entities
+            ],
             ignore_conflicts=True,
         )
         ids = _entity_ids(organization_id, extraction.entities)
         created = EntityMention.objects.bulk_create(
-            [EntityMention(organization_id=organization_id, entity_id=ids[(e.kind, e.key)], memory=memory, extractor=extractor) for e in extraction.entities],
+            [
+                EntityMention(organization_id=organization_id, entity_id=ids[(e.kind, e.key)], memory=memory, extractor=extractor)
+                for e in extraction.entities
+            ],
             ignore_conflicts=True,
         )
         Relation.objects.bulk_create(
@@ -77,7 +87,9 @@ def entities_extract(memory_id: Any) -> int:
 
 
 def _entity_ids(organization_id: int, entities: list[FoundEntity]) -> dict[tuple[str, str], int]:
-    rows = Entity.objects.filter(organization_id=organization_id, key__in={e.key for e in entities}).values_list("kind", "key", "pk")
+    rows = Entity.objects.filter(organization_id=organization_id, key__in={e.key for e in entities}).values_list(
+        "kind", "key", "pk"
+    )
     return {(kind, key): pk for kind, key, pk in rows}
 
 

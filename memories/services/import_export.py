@@ -268,9 +268,20 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
             try:
                 fields = _parse_line(raw)
                 if fields.get("status") not in (None, "active"):
-                    batch.append(ItemOutcome(label, ItemStatus.SKIPPED, message=f"a {fields['status']} memory (only active ones are imported)"))
+                    batch.append(
+                        ItemOutcome(
+                            label, ItemStatus.SKIPPED, message=f"a {fields['status']} memory (only active ones are imported)"
+                        )
+                    )
                 else:
-                    batch.append((label, draft_from_fields(fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id")))))
+                    batch.append(
+                        (
+                            label,
+                            draft_from_fields(
+                                fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id"))
+                            ),
+                        )
+                    )
             except CortexError as exc:
                 batch.append(_failed(label, exc))
             if sum(1 for entry in batch if isinstance(entry, tuple)) >= JSONL_BATCH:

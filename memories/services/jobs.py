@@ -48,7 +48,9 @@ def job_handler(kind: str) -> Callable[[JobHandler], JobHandler]:
 
 def job_create(*, principal: Principal, kind: str, payload: dict[str, Any]) -> Job:
     """Store a queued job for the principal and enqueue it once the transaction commits."""
-    job = Job.objects.create(organization_id=principal.organization_id, created_by=principal.user, kind=kind, payload=payload, progress=0)
+    job = Job.objects.create(
+        organization_id=principal.organization_id, created_by=principal.user, kind=kind, payload=payload, progress=0
+    )
     transaction.on_commit(lambda: _enqueue(job.pk))
     return job
 
@@ -67,8 +69,12 @@ def job_claim(job_id: Any) -> Job | None:
         status=Job.Status.RUNNING, started_at=now, attempts=F("attempts") + 1
     )
     if claimed != 1:
-        Job.objects.filter(pk=job_id, status=Job.Status.RUNNING, started_at__lt=now - STALE_AFTER, attempts__gte=MAX_ATTEMPTS).update(
-            status=Job.Status.FAILED, error={"code": "JOB_ABANDONED", "message": "The job was interrupted too many times."}, finished_at=now
+        Job.objects.filter(
+            pk=job_id, status=Job.Status.RUNNING, started_at__lt=now - STALE_AFTER, attempts__gte=MAX_ATTEMPTS
+        ).update(
+            status=Job.Status.FAILED,
+            error={"code": "JOB_ABANDONED", "message": "The job was interrupted too many times."},
+            finished_at=now,
         )
         return None
     return Job.objects.get(pk=job_id)

@@ -139,7 +139,9 @@ def clean_source_url(url: str) -> str:
 def clean_source(source: str) -> str:
     value = (source or "").strip()
     if not value or len(value) > 50 or not value.isprintable():
-        raise ValidationFailed("source must be 1–50 printable characters (e.g. Manual, GitHub, Slack).", error_code="INVALID_SOURCE")
+        raise ValidationFailed(
+            "source must be 1–50 printable characters (e.g. Manual, GitHub, Slack).", error_code="INVALID_SOURCE"
+        )
     return value
 
 
@@ -212,7 +214,11 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
 
 
 def _scope_by_rule(principal: Principal, source: str) -> tuple[Scope, str]:
-    rule = SourceScopeRule.objects.filter(organization_id=principal.organization_id, source__iexact=source).select_related("scope").first()
+    rule = (
+        SourceScopeRule.objects.filter(organization_id=principal.organization_id, source__iexact=source)
+        .select_related("scope")
+        .first()
+    )
     if rule is not None:
         return rule.scope, ScopeResolution.SOURCE_RULE
     default_slug = next((slug for src, slug in DEFAULT_SOURCE_RULES.items() if src.lower() == source.lower()), None)
@@ -226,7 +232,9 @@ def _scope_by_rule(principal: Principal, source: str) -> tuple[Scope, str]:
 # -- create ------------------------------------------------------------------------------------
 def _readable_duplicate(principal: Principal, scope: Scope, digest: str, exclude: Memory | None) -> Memory | None:
     candidates = (
-        Memory.objects.filter(organization_id=principal.organization_id, scope=scope, content_hash=digest, status=Memory.Status.ACTIVE)
+        Memory.objects.filter(
+            organization_id=principal.organization_id, scope=scope, content_hash=digest, status=Memory.Status.ACTIVE
+        )
         .only("id", "organization_id", "scope_id", "clearance_rank", "status", "valid_until")
         .order_by("created_at")
     )
@@ -380,16 +388,23 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
     if draft.idempotency_key:
         if len(draft.idempotency_key) > 255:
             raise ValidationFailed("idempotency_key is at most 255 characters.", error_code="INVALID_IDEMPOTENCY_KEY")
-        earlier = Memory.objects.filter(organization_id=principal.organization_id, created_by=principal.user, idempotency_key=draft.idempotency_key).first()
+        earlier = Memory.objects.filter(
+            organization_id=principal.organization_id, created_by=principal.user, idempotency_key=draft.idempotency_key
+        ).first()
         if earlier is not None:
             return _replay(principal, earlier, resolution)
     if draft.external_id and supersedes is None:
-        existing = Memory.objects.filter(organization_id=principal.organization_id, source=source, external_id=draft.external_id).first()
+        existing = Memory.objects.filter(
+            organization_id=principal.organization_id, source=source, external_id=draft.external_id
+        ).first()
         if existing is not None:
             if existing.status == Memory.Status.ACTIVE and existing.content_hash == digest:
                 return WriteResult(existing, resolution, deduplicated=True)
             if existing.status != Memory.Status.ACTIVE:
-                raise Conflict(f"{source} item {draft.external_id!r} was {existing.status}; it is not recreated.", error_code="EXTERNAL_ITEM_CLOSED")
+                raise Conflict(
+                    f"{source} item {draft.external_id!r} was {existing.status}; it is not recreated.",
+                    error_code="EXTERNAL_ITEM_CLOSED",
+                )
             supersedes = existing  # an edited source item supersedes its earlier memory
     duplicate = _readable_duplicate(principal, scope, digest, supersedes)
     if duplicate is not None:
@@ -488,7 +503,9 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
     except IntegrityError:
         # Lost a race with the same idempotency key: the other request stored it; answer with that.
         if draft.idempotency_key:
-            earlier = Memory.objects.filter(organization_id=principal.organization_id, created_by=user, idempotency_key=draft.idempotency_key).first()
+            earlier = Memory.objects.filter(
+                organization_id=principal.organization_id, created_by=user, idempotency_key=draft.idempotency_key
+            ).first()
             if earlier is not None:
                 return _replay(principal, earlier, p.resolution)
         raise
@@ -497,7 +514,10 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
 
 def _replay(principal: Principal, earlier: Memory, resolution: str) -> WriteResult:
     if not principal.can_read_memory(earlier, history=True):
-        raise Conflict("This idempotency_key was used for a memory you can no longer see; use a new key.", error_code="IDEMPOTENCY_KEY_REUSED")
+        raise Conflict(
+            "This idempotency_key was used for a memory you can no longer see; use a new key.",
+            error_code="IDEMPOTENCY_KEY_REUSED",
+        )
     return WriteResult(earlier, resolution, deduplicated=True)
 
 
@@ -518,7 +538,9 @@ def _retire(old: Memory, *, release_external_id: bool = True) -> None:
     old.status = Memory.Status.SUPERSEDED
 
 
-def memory_supersede_with_existing(*, loser_id: Any, winner_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+def memory_supersede_with_existing(
+    *, loser_id: Any, winner_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None
+) -> None:
     """Mark one active memory superseded by another, already stored, active memory.
 
     The lifecycle step behind conflict resolution (the caller has decided who wins and may
@@ -546,7 +568,9 @@ def memory_supersede_with_existing(*, loser_id: Any, winner_id: Any, actor: Acto
         )
 
 
-def memory_reinstate(*, memory_id: Any, superseded_by_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+def memory_reinstate(
+    *, memory_id: Any, superseded_by_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None
+) -> None:
     """Undo `memory_supersede_with_existing`: the memory is active and searchable again.
 
     Only a memory still superseded by exactly `superseded_by_id` is reinstated (a later edit of
@@ -557,7 +581,10 @@ def memory_reinstate(*, memory_id: Any, superseded_by_id: Any, actor: Actor, rea
             status=Memory.Status.ACTIVE, superseded_by=None, updated_at=timezone.now()
         )
         if updated != 1:
-            raise Conflict("This memory is not superseded by the other one any more; it cannot be reinstated.", error_code="MEMORY_NOT_SUPERSEDED")
+            raise Conflict(
+                "This memory is not superseded by the other one any more; it cannot be reinstated.",
+                error_code="MEMORY_NOT_SUPERSEDED",
+            )
         MemoryChunk.objects.filter(memory_id=memory_id).update(status=Memory.Status.ACTIVE)
         Memory.objects.filter(pk=superseded_by_id, supersedes_id=memory_id).update(supersedes=None)
         organization_id = Memory.objects.filter(pk=memory_id).values_list("organization_id", flat=True).get()
@@ -590,7 +617,9 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     """
     old = memory_for_history(principal, memory_id)
     if not principal.can_write_memory(old):
-        raise PermissionDenied("You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE")
+        raise PermissionDenied(
+            "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
+        )
     if old.status != Memory.Status.ACTIVE:
         raise Conflict(f"This memory is {old.status}; only active memories can be superseded.", error_code="MEMORY_NOT_ACTIVE")
     unknown = set(changes) - {f for f in MemoryDraft.__dataclass_fields__ if f not in {"external_id"}}
@@ -629,7 +658,9 @@ def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any
     with transaction.atomic():
         memory = memory_for_history(principal, memory_id, for_update=True)
         if not principal.can_write_memory(memory):
-            raise PermissionDenied("You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE")
+            raise PermissionDenied(
+                "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
+            )
         if memory.status == Memory.Status.REDACTED:
             raise Conflict("A redacted memory cannot be changed.", error_code="MEMORY_REDACTED")
         fields: dict[str, Any] = {}
@@ -678,7 +709,9 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
         memory = memory_for_history(principal, memory_id, for_update=True)
         is_author = memory.author_id is not None and memory.author_id == principal.user.pk
         if not (is_author or principal.can_write_memory(memory) or principal.is_admin):
-            raise PermissionDenied("Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED")
+            raise PermissionDenied(
+                "Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED"
+            )
         if memory.status == Memory.Status.REDACTED:
             raise Conflict("This memory is already redacted.", error_code="ALREADY_REDACTED")
         now = timezone.now()
@@ -726,4 +759,11 @@ def memory_delete(*, principal: Principal, memory_id: Any) -> None:
             raise PermissionDenied("Only organization admins can erase memories; others can redact.", error_code="ADMIN_REQUIRED")
         details = {"scope": memory.scope.slug, "status": memory.status, "source": memory.source}
         memory.delete()
-        record("memory.delete", organization=principal.organization_id, actor=principal.actor, target_type="memory", target_id=memory_id, details=details)
+        record(
+            "memory.delete",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="memory",
+            target_id=memory_id,
+            details=details,
+        )

@@ -75,7 +75,9 @@ def clearance_rank_for(organization: Organization, name: str) -> int:
 
 # -- organizations -------------------------------------------------------------------------
 @transaction.atomic
-def organization_create(*, slug: str, name: str = "", ladder: tuple[str, ...] = DEFAULT_CLEARANCE_LADDER, by_actor: Actor | None = None) -> Organization:
+def organization_create(
+    *, slug: str, name: str = "", ladder: tuple[str, ...] = DEFAULT_CLEARANCE_LADDER, by_actor: Actor | None = None
+) -> Organization:
     """Create a tenant with its clearance ladder and the default `public-docs` scope."""
     _check_slug(slug, "organization slug")
     if Organization.objects.filter(slug=slug).exists():
@@ -96,7 +98,14 @@ def organization_create(*, slug: str, name: str = "", ladder: tuple[str, ...] = 
         description="Readable by every member; the default scope for new memories.",
         visibility=Scope.Visibility.ALL_MEMBERS,
     )
-    record("organization.create", organization=organization, actor=by_actor or Actor.cli(), target_type="organization", target_id=organization.slug, details={"name": organization.name, "ladder": list(ladder)})
+    record(
+        "organization.create",
+        organization=organization,
+        actor=by_actor or Actor.cli(),
+        target_type="organization",
+        target_id=organization.slug,
+        details={"name": organization.name, "ladder": list(ladder)},
+    )
     return organization
 
 
@@ -130,9 +139,7 @@ def member_add(
     if user is None:
         user = User.objects.create_user(email, password=password, name=name.strip())
     elif password:
-        raise ValidationFailed(
-            f"{email} already has an account; their password is theirs to change.", error_code="USER_EXISTS"
-        )
+        raise ValidationFailed(f"{email} already has an account; their password is theirs to change.", error_code="USER_EXISTS")
     if Membership.objects.filter(user=user, organization=organization).exists():
         raise Conflict(f"{email} is already a member of {organization.slug}.", error_code="MEMBER_EXISTS")
     membership = Membership.objects.create(user=user, organization=organization, clearance_rank=rank, role=role)
@@ -148,7 +155,9 @@ def member_add(
 
 
 @transaction.atomic
-def member_update(*, membership: Membership, clearance: str | None = None, role: str | None = None, by: Principal | None = None) -> Membership:
+def member_update(
+    *, membership: Membership, clearance: str | None = None, role: str | None = None, by: Principal | None = None
+) -> Membership:
     organization = membership.organization
     _require_admin(by, organization)
     changes: dict[str, Any] = {}
@@ -166,12 +175,23 @@ def member_update(*, membership: Membership, clearance: str | None = None, role:
     if changes:
         Membership.objects.filter(pk=membership.pk).update(**changes)
         membership.refresh_from_db()
-        record("member.update", organization=organization, actor=_actor(by), target_type="user", target_id=membership.user_id, details={"clearance": clearance, "role": role})
+        record(
+            "member.update",
+            organization=organization,
+            actor=_actor(by),
+            target_type="user",
+            target_id=membership.user_id,
+            details={"clearance": clearance, "role": role},
+        )
     return membership
 
 
 def _is_last_admin(membership: Membership) -> bool:
-    return not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN).exclude(pk=membership.pk).exists()
+    return (
+        not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN)
+        .exclude(pk=membership.pk)
+        .exists()
+    )
 
 
 @transaction.atomic
@@ -179,7 +199,14 @@ def member_remove(*, membership: Membership, by: Principal | None = None) -> Non
     _require_admin(by, membership.organization)
     if membership.is_admin and _is_last_admin(membership):
         raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
-    record("member.remove", organization=membership.organization, actor=_actor(by), target_type="user", target_id=membership.user_id, details={"email": membership.user.email})
+    record(
+        "member.remove",
+        organization=membership.organization,
+        actor=_actor(by),
+        target_type="user",
+        target_id=membership.user_id,
+        details={"email": membership.user.email},
+    )
     membership.delete()
 
 
@@ -212,19 +239,35 @@ def scope_create(
         )
     except IntegrityError:
         raise Conflict(f"Scope {slug!r} already exists in {organization.slug}.", error_code="SCOPE_EXISTS") from None
-    record("scope.create", organization=organization, actor=_actor(by), target_type="scope", target_id=slug, details={"visibility": visibility, "members_can_write": members_can_write})
+    record(
+        "scope.create",
+        organization=organization,
+        actor=_actor(by),
+        target_type="scope",
+        target_id=slug,
+        details={"visibility": visibility, "members_can_write": members_can_write},
+    )
     return scope
 
 
 @transaction.atomic
-def scope_update(*, scope: Scope, name: str | None = None, visibility: str | None = None, members_can_write: bool | None = None, by: Principal | None = None) -> Scope:
+def scope_update(
+    *,
+    scope: Scope,
+    name: str | None = None,
+    visibility: str | None = None,
+    members_can_write: bool | None = None,
+    by: Principal | None = None,
+) -> Scope:
     _require_admin(by, scope.organization)
     changes: dict[str, Any] = {}
     if name is not None and name.strip():
         changes["name"] = name.strip()
     if visibility is not None:
         if visibility not in Scope.Visibility.values:
-            raise ValidationFailed(f"Unknown visibility {visibility!r}; use granted or all_members.", error_code="INVALID_VISIBILITY")
+            raise ValidationFailed(
+                f"Unknown visibility {visibility!r}; use granted or all_members.", error_code="INVALID_VISIBILITY"
+            )
         if scope.slug == PUBLIC_DOCS_SLUG and visibility != Scope.Visibility.ALL_MEMBERS:
             raise ValidationFailed("public-docs is readable by every member by definition.", error_code="PUBLIC_DOCS_FIXED")
         changes["visibility"] = visibility
@@ -233,7 +276,14 @@ def scope_update(*, scope: Scope, name: str | None = None, visibility: str | Non
     if changes:
         Scope.objects.filter(pk=scope.pk).update(**changes)
         scope.refresh_from_db()
-        record("scope.update", organization=scope.organization, actor=_actor(by), target_type="scope", target_id=scope.slug, details=changes)
+        record(
+            "scope.update",
+            organization=scope.organization,
+            actor=_actor(by),
+            target_type="scope",
+            target_id=scope.slug,
+            details=changes,
+        )
     return scope
 
 
@@ -250,7 +300,12 @@ def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Prin
         actor=_actor(by),
         target_type="scope",
         target_id=scope.slug,
-        details={"email": membership.user.email, "can_write": can_write, "created": created, "self_grant": by is not None and by.membership.pk == membership.pk},
+        details={
+            "email": membership.user.email,
+            "can_write": can_write,
+            "created": created,
+            "self_grant": by is not None and by.membership.pk == membership.pk,
+        },
     )
     return grant
 
@@ -263,7 +318,14 @@ def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | None =
     deleted, _ = ScopeGrant.objects.filter(membership=membership, scope=scope).delete()
     if not deleted:
         raise NotFound(f"{membership.user.email} has no grant on {scope.slug}.", error_code="UNKNOWN_GRANT")
-    record("grant.revoke", organization=scope.organization, actor=_actor(by), target_type="scope", target_id=scope.slug, details={"email": membership.user.email})
+    record(
+        "grant.revoke",
+        organization=scope.organization,
+        actor=_actor(by),
+        target_type="scope",
+        target_id=scope.slug,
+        details={"email": membership.user.email},
+    )
 
 
 # -- tokens ----------------------------------------------------------------------------------
@@ -322,7 +384,14 @@ def token_create(
         actor=_actor(by),
         target_type="token",
         target_id=token.pk,
-        details={"name": name, "prefix": prefix, "owner": membership.user.email, "scopes": [s.slug for s in scopes], "read_only": read_only, "expires_at": expires_at},
+        details={
+            "name": name,
+            "prefix": prefix,
+            "owner": membership.user.email,
+            "scopes": [s.slug for s in scopes],
+            "read_only": read_only,
+            "expires_at": expires_at,
+        },
     )
     return token, raw
 
@@ -336,7 +405,14 @@ def token_revoke(*, token: ApiToken, by: Principal | None = None) -> ApiToken:
         raise Conflict(f"Token {token.prefix} is already revoked.", error_code="TOKEN_ALREADY_REVOKED")
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
     token.refresh_from_db()
-    record("token.revoke", organization=membership.organization, actor=_actor(by), target_type="token", target_id=token.pk, details={"prefix": token.prefix, "owner": membership.user.email})
+    record(
+        "token.revoke",
+        organization=membership.organization,
+        actor=_actor(by),
+        target_type="token",
+        target_id=token.pk,
+        details={"prefix": token.prefix, "owner": membership.user.email},
+    )
     return token
 
 
@@ -347,11 +423,7 @@ def token_authenticate(raw: str) -> ApiToken | None:
     parts = raw.split("_", 2)
     if len(parts) != 3 or parts[0] != TOKEN_PREFIX:
         return None
-    token = (
-        ApiToken.objects.select_related("membership__organization", "membership__user")
-        .filter(prefix=parts[1])
-        .first()
-    )
+    token = ApiToken.objects.select_related("membership__organization", "membership__user").filter(prefix=parts[1]).first()
     if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(raw)):
         return None
     if not token.is_usable() or not token.membership.user.is_active:

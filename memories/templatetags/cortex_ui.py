@@ -27,14 +27,29 @@ register = template.Library()
 # Each entry is a tuple of SVG child elements; keep them geometric and simple.
 _ICONS: dict[str, tuple[str, ...]] = {
     "home": ('<path d="M3.5 10.5 12 3.5l8.5 7"/>', '<path d="M5.5 9v10.5a1 1 0 0 0 1 1H10v-6h4v6h3.5a1 1 0 0 0 1-1V9"/>'),
-    "memories": ('<path d="m12 3.5-9 4.75L12 13l9-4.75z"/>', '<path d="m3 12.25 9 4.75 9-4.75"/>', '<path d="m3 16.25 9 4.75 9-4.75"/>'),
+    "memories": (
+        '<path d="m12 3.5-9 4.75L12 13l9-4.75z"/>',
+        '<path d="m3 12.25 9 4.75 9-4.75"/>',
+        '<path d="m3 16.25 9 4.75 9-4.75"/>',
+    ),
     "plus": ('<path d="M12 5v14M5 12h14"/>',),
-    "conflicts": ('<path d="M3 12h5.5"/>', '<path d="m6 9 3 3-3 3"/>', '<path d="M21 12h-5.5"/>', '<path d="m18 9-3 3 3 3"/>', '<path d="M12 5v14"/>'),
+    "conflicts": (
+        '<path d="M3 12h5.5"/>',
+        '<path d="m6 9 3 3-3 3"/>',
+        '<path d="M21 12h-5.5"/>',
+        '<path d="m18 9-3 3 3 3"/>',
+        '<path d="M12 5v14"/>',
+    ),
     "connectors": ('<path d="M9 3.5V8M15 3.5V8"/>', '<path d="M6.5 8h11v3a5.5 5.5 0 0 1-11 0z"/>', '<path d="M12 16.5v4"/>'),
-    "audit": ('<path d="M12 3 4.5 6v5.5c0 4.6 3.2 8.1 7.5 9.5 4.3-1.4 7.5-4.9 7.5-9.5V6z"/>', '<path d="m9 12 2.2 2.2L15.5 10"/>'),
+    "audit": (
+        '<path d="M12 3 4.5 6v5.5c0 4.6 3.2 8.1 7.5 9.5 4.3-1.4 7.5-4.9 7.5-9.5V6z"/>',
+        '<path d="m9 12 2.2 2.2L15.5 10"/>',
+    ),
     "settings": (
         '<path d="M4 6.5h9M17 6.5h3M4 12h3M11 12h9M4 17.5h11M19 17.5h1"/>',
-        '<circle cx="15" cy="6.5" r="2"/>', '<circle cx="9" cy="12" r="2"/>', '<circle cx="17" cy="17.5" r="2"/>',
+        '<circle cx="15" cy="6.5" r="2"/>',
+        '<circle cx="9" cy="12" r="2"/>',
+        '<circle cx="17" cy="17.5" r="2"/>',
     ),
     "search": ('<circle cx="11" cy="11" r="6.5"/>', '<path d="m20 20-4.2-4.2"/>'),
     "chevron-down": ('<path d="m7 10 5 5 5-5"/>',),
@@ -44,40 +59,101 @@ _ICONS: dict[str, tuple[str, ...]] = {
     "arrow-right": ('<path d="M5 12h14"/>', '<path d="m13 6 6 6-6 6"/>'),
     "logout": ('<path d="M15 4h3a2 2 0 0 1 2 2v12a2 2 0 0 1-2 2h-3"/>', '<path d="m10 8-4 4 4 4"/>', '<path d="M6 12h10"/>'),
     "user": ('<circle cx="12" cy="8" r="4"/>', '<path d="M4.5 20.5c.8-3.8 3.8-6 7.5-6s6.7 2.2 7.5 6"/>'),
-    "users": ('<circle cx="9" cy="8.5" r="3.5"/>', '<path d="M2.5 20c.6-3.3 3.2-5.5 6.5-5.5s5.9 2.2 6.5 5.5"/>', '<path d="M15.5 5.2a3.5 3.5 0 0 1 0 6.6M18 14.8c1.9.8 3.2 2.6 3.5 5.2"/>'),
+    "users": (
+        '<circle cx="9" cy="8.5" r="3.5"/>',
+        '<path d="M2.5 20c.6-3.3 3.2-5.5 6.5-5.5s5.9 2.2 6.5 5.5"/>',
+        '<path d="M15.5 5.2a3.5 3.5 0 0 1 0 6.6M18 14.8c1.9.8 3.2 2.6 3.5 5.2"/>',
+    ),
     "check": ('<path d="m5 12.5 4.5 4.5L19 7.5"/>',),
-    "copy": ('<rect x="9" y="9" width="11" height="11" rx="2"/>', '<path d="M15 9V5a1 1 0 0 0-1-1H5a1 1 0 0 0-1 1v9a1 1 0 0 0 1 1h4"/>'),
+    "copy": (
+        '<rect x="9" y="9" width="11" height="11" rx="2"/>',
+        '<path d="M15 9V5a1 1 0 0 0-1-1H5a1 1 0 0 0-1 1v9a1 1 0 0 0 1 1h4"/>',
+    ),
     "x": ('<path d="M6.5 6.5l11 11M17.5 6.5l-11 11"/>',),
     "info": ('<circle cx="12" cy="12" r="9"/>', '<path d="M12 11v5.5"/>', '<path d="M12 7.75h.01"/>'),
     "alert": ('<circle cx="12" cy="12" r="9"/>', '<path d="M12 7.5v5.5"/>', '<path d="M12 16.25h.01"/>'),
     "check-circle": ('<circle cx="12" cy="12" r="9"/>', '<path d="m8.5 12.25 2.5 2.5 4.5-5"/>'),
-    "warning": ('<path d="M10.3 4.2 2.9 17.5A2 2 0 0 0 4.6 20.5h14.8a2 2 0 0 0 1.7-3L13.7 4.2a2 2 0 0 0-3.4 0z"/>', '<path d="M12 9.5v4"/>', '<path d="M12 17h.01"/>'),
+    "warning": (
+        '<path d="M10.3 4.2 2.9 17.5A2 2 0 0 0 4.6 20.5h14.8a2 2 0 0 0 1.7-3L13.7 4.2a2 2 0 0 0-3.4 0z"/>',
+        '<path d="M12 9.5v4"/>',
+        '<path d="M12 17h.01"/>',
+    ),
     "lock": ('<rect x="5" y="11" width="14" height="9.5" rx="2"/>', '<path d="M8.5 11V8a3.5 3.5 0 0 1 7 0v3"/>'),
-    "external": ('<path d="M14 4h6v6"/>', '<path d="m20 4-9 9"/>', '<path d="M18 14v5a1 1 0 0 1-1 1H5a1 1 0 0 1-1-1V7a1 1 0 0 1 1-1h5"/>'),
+    "external": (
+        '<path d="M14 4h6v6"/>',
+        '<path d="m20 4-9 9"/>',
+        '<path d="M18 14v5a1 1 0 0 1-1 1H5a1 1 0 0 1-1-1V7a1 1 0 0 1 1-1h5"/>',
+    ),
     "clock": ('<circle cx="12" cy="12" r="9"/>', '<path d="M12 7.5V12l3 2"/>'),
-    "tag": ('<path d="M3.5 12.1V4.5a1 1 0 0 1 1-1h7.6l8.4 8.4a1 1 0 0 1 0 1.4l-7.2 7.2a1 1 0 0 1-1.4 0z"/>', '<circle cx="8" cy="8" r="1.5"/>'),
+    "tag": (
+        '<path d="M3.5 12.1V4.5a1 1 0 0 1 1-1h7.6l8.4 8.4a1 1 0 0 1 0 1.4l-7.2 7.2a1 1 0 0 1-1.4 0z"/>',
+        '<circle cx="8" cy="8" r="1.5"/>',
+    ),
     "inbox": ('<path d="M3.5 13h5l1.5 3h4l1.5-3h5"/>', '<path d="M6 5h12l2.5 8v5.5a1 1 0 0 1-1 1h-15a1 1 0 0 1-1-1V13z"/>'),
-    "folder": ('<path d="M3.5 7a1.5 1.5 0 0 1 1.5-1.5h4l2 2h8a1.5 1.5 0 0 1 1.5 1.5v8.5a1.5 1.5 0 0 1-1.5 1.5H5A1.5 1.5 0 0 1 3.5 17.5z"/>',),
-    "trash": ('<path d="M4.5 7h15"/>', '<path d="M10 11v6M14 11v6"/>', '<path d="m6.5 7 .8 12.1a1.5 1.5 0 0 0 1.5 1.4h6.4a1.5 1.5 0 0 0 1.5-1.4L17.5 7"/>', '<path d="M9.5 7V4.5h5V7"/>'),
+    "folder": (
+        '<path d="M3.5 7a1.5 1.5 0 0 1 1.5-1.5h4l2 2h8a1.5 1.5 0 0 1 1.5 1.5v8.5a1.5 1.5 0 0 1-1.5 1.5H5A1.5 1.5 0 0 1 3.5 17.5z"/>',
+    ),
+    "trash": (
+        '<path d="M4.5 7h15"/>',
+        '<path d="M10 11v6M14 11v6"/>',
+        '<path d="m6.5 7 .8 12.1a1.5 1.5 0 0 0 1.5 1.4h6.4a1.5 1.5 0 0 0 1.5-1.4L17.5 7"/>',
+        '<path d="M9.5 7V4.5h5V7"/>',
+    ),
     "edit": ('<path d="M4 20h4L19 9a2.1 2.1 0 0 0-3-3L5 17z"/>', '<path d="m14.5 7.5 2 2"/>'),
     "more": ('<circle cx="6" cy="12" r="1.25"/>', '<circle cx="12" cy="12" r="1.25"/>', '<circle cx="18" cy="12" r="1.25"/>'),
-    "sparkle": ('<path d="M12 3.5c.6 4.3 2.2 5.9 6.5 6.5-4.3.6-5.9 2.2-6.5 6.5-.6-4.3-2.2-5.9-6.5-6.5 4.3-.6 5.9-2.2 6.5-6.5z"/>', '<path d="M18.5 15.5c.3 1.6.9 2.2 2.5 2.5-1.6.3-2.2.9-2.5 2.5-.3-1.6-.9-2.2-2.5-2.5 1.6-.3 2.2-.9 2.5-2.5z"/>'),
+    "sparkle": (
+        '<path d="M12 3.5c.6 4.3 2.2 5.9 6.5 6.5-4.3.6-5.9 2.2-6.5 6.5-.6-4.3-2.2-5.9-6.5-6.5 4.3-.6 5.9-2.2 6.5-6.5z"/>',
+        '<path d="M18.5 15.5c.3 1.6.9 2.2 2.5 2.5-1.6.3-2.2.9-2.5 2.5-.3-1.6-.9-2.2-2.5-2.5 1.6-.3 2.2-.9 2.5-2.5z"/>',
+    ),
     "key": ('<circle cx="8" cy="15" r="4"/>', '<path d="m11 12 8.5-8.5M16.5 6.5l2.5 2.5M14 9l2 2"/>'),
-    "refresh": ('<path d="M20 11.5A8 8 0 0 0 6 6.5L4 8.5"/>', '<path d="M4 4v4.5h4.5"/>', '<path d="M4 12.5a8 8 0 0 0 14 5l2-2"/>', '<path d="M20 20v-4.5h-4.5"/>'),
+    "refresh": (
+        '<path d="M20 11.5A8 8 0 0 0 6 6.5L4 8.5"/>',
+        '<path d="M4 4v4.5h4.5"/>',
+        '<path d="M4 12.5a8 8 0 0 0 14 5l2-2"/>',
+        '<path d="M20 20v-4.5h-4.5"/>',
+    ),
     "filter": ('<path d="M4 5.5h16l-6.2 7.3v5.7l-3.6 1.5v-7.2z"/>',),
-    "link": ('<path d="M10 14a4 4 0 0 0 5.7 0l3.1-3.1a4 4 0 0 0-5.7-5.7l-1.3 1.3"/>', '<path d="M14 10a4 4 0 0 0-5.7 0l-3.1 3.1a4 4 0 0 0 5.7 5.7l1.3-1.3"/>'),
+    "link": (
+        '<path d="M10 14a4 4 0 0 0 5.7 0l3.1-3.1a4 4 0 0 0-5.7-5.7l-1.3 1.3"/>',
+        '<path d="M14 10a4 4 0 0 0-5.7 0l-3.1 3.1a4 4 0 0 0 5.7 5.7l1.3-1.3"/>',
+    ),
     "history": ('<path d="M4 12a8 8 0 1 0 2.4-5.7L4 8.5"/>', '<path d="M4 4v4.5h4.5"/>', '<path d="M12 8v4.5l3 1.5"/>'),
-    "eye-off": ('<path d="M3.5 3.5l17 17"/>', '<path d="M10.6 6.1A9.6 9.6 0 0 1 12 6c5 0 8.5 4.5 9.5 6a15.6 15.6 0 0 1-2.9 3.4M6.4 7.6A15.4 15.4 0 0 0 2.5 12c1 1.5 4.5 6 9.5 6 1.6 0 3-.4 4.3-1.1"/>', '<path d="M9.9 10a3 3 0 0 0 4.2 4.2"/>'),
+    "eye-off": (
+        '<path d="M3.5 3.5l17 17"/>',
+        '<path d="M10.6 6.1A9.6 9.6 0 0 1 12 6c5 0 8.5 4.5 9.5 6a15.6 15.6 0 0 1-2.9 3.4M6.4 7.6A15.4 15.4 0 0 0 2.5 12c1 1.5 4.5 6 9.5 6 1.6 0 3-.4 4.3-1.1"/>',
+        '<path d="M9.9 10a3 3 0 0 0 4.2 4.2"/>',
+    ),
     # sources
-    "github": ('<circle cx="6.5" cy="5.5" r="2"/>', '<circle cx="6.5" cy="18.5" r="2"/>', '<circle cx="17.5" cy="18.5" r="2"/>', '<path d="M6.5 7.5v9"/>', '<path d="M17.5 16.5V10a2.5 2.5 0 0 0-2.5-2.5h-3.5"/>', '<path d="m13.5 5.5-2 2 2 2"/>'),
+    "github": (
+        '<circle cx="6.5" cy="5.5" r="2"/>',
+        '<circle cx="6.5" cy="18.5" r="2"/>',
+        '<circle cx="17.5" cy="18.5" r="2"/>',
+        '<path d="M6.5 7.5v9"/>',
+        '<path d="M17.5 16.5V10a2.5 2.5 0 0 0-2.5-2.5h-3.5"/>',
+        '<path d="m13.5 5.5-2 2 2 2"/>',
+    ),
     "slack": ('<path d="M9.5 3.5 7.5 20.5M16.5 3.5l-2 17M4 9h16.5M3.5 15H20"/>',),
     "gmail": ('<rect x="3" y="5" width="18" height="14" rx="2"/>', '<path d="m3.5 6.5 8.5 6.5 8.5-6.5"/>'),
     "drive": ('<path d="M8.6 4h6.8l6.1 10.5-3.3 5.5H5.8l-3.3-5.5z"/>', '<path d="M2.5 14.5h19M8.6 4l6.2 10.5M15.4 4 9 14.5"/>'),
     "notion": ('<rect x="4" y="3.5" width="16" height="17" rx="2.5"/>', '<path d="M9 16V8l6 8V8"/>'),
-    "mcp": ('<rect x="4.5" y="8" width="15" height="11.5" rx="3"/>', '<path d="M12 8V4.5"/>', '<circle cx="12" cy="3.75" r=".75"/>', '<path d="M9.5 13v1.5M14.5 13v1.5"/>', '<path d="M2.5 12.5v3M21.5 12.5v3"/>'),
+    "mcp": (
+        '<rect x="4.5" y="8" width="15" height="11.5" rx="3"/>',
+        '<path d="M12 8V4.5"/>',
+        '<circle cx="12" cy="3.75" r=".75"/>',
+        '<path d="M9.5 13v1.5M14.5 13v1.5"/>',
+        '<path d="M2.5 12.5v3M21.5 12.5v3"/>',
+    ),
     "manual": ('<path d="M4 20h4L19 9a2.1 2.1 0 0 0-3-3L5 17z"/>', '<path d="m14.5 7.5 2 2"/>'),
-    "meeting": ('<rect x="3.5" y="5" width="17" height="15.5" rx="2"/>', '<path d="M3.5 10h17M8 3v4M16 3v4"/>', '<path d="M8 14h3"/>'),
-    "upload": ('<path d="M12 15.5V4.5"/>', '<path d="m7.5 9 4.5-4.5L16.5 9"/>', '<path d="M4.5 15v3.5a1.5 1.5 0 0 0 1.5 1.5h12a1.5 1.5 0 0 0 1.5-1.5V15"/>'),
+    "meeting": (
+        '<rect x="3.5" y="5" width="17" height="15.5" rx="2"/>',
+        '<path d="M3.5 10h17M8 3v4M16 3v4"/>',
+        '<path d="M8 14h3"/>',
+    ),
+    "upload": (
+        '<path d="M12 15.5V4.5"/>',
+        '<path d="m7.5 9 4.5-4.5L16.5 9"/>',
+        '<path d="M4.5 15v3.5a1.5 1.5 0 0 0 1.5 1.5h12a1.5 1.5 0 0 0 1.5-1.5V15"/>',
+    ),
     "api": ('<path d="m8 7.5-4.5 4.5L8 16.5M16 7.5l4.5 4.5-4.5 4.5"/>', '<path d="m13.5 5-3 14"/>'),
     "file": ('<path d="M13.5 3.5H6.5a1 1 0 0 0-1 1v15a1 1 0 0 0 1 1h11a1 1 0 0 0 1-1V8.5z"/>', '<path d="M13.5 3.5v5h5"/>'),
 }
@@ -137,7 +213,9 @@ def _path_is_current(path: str, href: str, exact: bool, exclude: str) -> bool:
 
 
 @register.simple_tag(takes_context=True)
-def nav_link(context: template.Context, href: str, label: str, icon: str = "", exact: bool = False, exclude: str = "") -> SafeString:
+def nav_link(
+    context: template.Context, href: str, label: str, icon: str = "", exact: bool = False, exclude: str = ""
+) -> SafeString:
     """A sidebar link, marked `aria-current="page"` when the request path is under `href`.
 
     "/" matches only itself; `exclude="/memories/new/"` keeps a parent from lighting up
@@ -239,7 +317,7 @@ def _as_datetime(value: Any) -> datetime | None:
 
 
 def relative_text(moment: datetime, now: datetime | None = None) -> str:
-    """"3 days ago" / "in 2 hours" / "just now" — the server-side text JS later refreshes."""
+    """ "3 days ago" / "in 2 hours" / "just now" — the server-side text JS later refreshes."""
     now = now or timezone.now()
     delta = (now - moment).total_seconds()
     if abs(delta) < 60:
@@ -323,9 +401,44 @@ def percent(value: Any) -> str:
 # --- memory content: Markdown and highlighted snippets -----------------------------------------------
 
 _MARKDOWN_TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "code", "dd", "del", "details", "dl", "dt", "em", "h1", "h2", "h3", "h4",
-    "h5", "h6", "hr", "i", "kbd", "li", "ol", "p", "pre", "s", "strong", "sub", "summary", "sup", "table", "tbody",
-    "td", "tfoot", "th", "thead", "tr", "ul",
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "dl",
+    "dt",
+    "em",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "kbd",
+    "li",
+    "ol",
+    "p",
+    "pre",
+    "s",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "ul",
 }
 _MARKDOWN_ATTRIBUTES = {"a": {"href", "title"}, "th": {"align"}, "td": {"align"}, "ol": {"start"}, "abbr": {"title"}}
 

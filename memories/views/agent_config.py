@@ -41,8 +41,18 @@ def mcp_snippets(secret: str | None = None) -> list[Snippet]:
         }
     }
     return [
-        Snippet("claude-code", "Claude Code", "Run in a terminal.", f'claude mcp add --transport http cortex {url} --header "Authorization: Bearer {shell_token}"'),
-        Snippet("mcp-json", ".mcp.json", "A project's MCP configuration (Claude Code, Cursor and other HTTP clients).", json.dumps(project, indent=2)),
+        Snippet(
+            "claude-code",
+            "Claude Code",
+            "Run in a terminal.",
+            f'claude mcp add --transport http cortex {url} --header "Authorization: Bearer {shell_token}"',
+        ),
+        Snippet(
+            "mcp-json",
+            ".mcp.json",
+            "A project's MCP configuration (Claude Code, Cursor and other HTTP clients).",
+            json.dumps(project, indent=2),
+        ),
         Snippet(
             "claude-desktop",
             "Claude Desktop",

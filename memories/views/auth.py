@@ -23,13 +23,17 @@ class LoginView(auth_views.LoginView):
         record(
             "auth.login",
             organization=principal.organization if principal else None,
-            actor=principal.actor if principal else Actor(kind="session", label=form.get_user().email, user_id=form.get_user().pk),
+            actor=principal.actor
+            if principal
+            else Actor(kind="session", label=form.get_user().email, user_id=form.get_user().pk),
         )
         return response
 
     def form_invalid(self, form):  # type: ignore[no-untyped-def]
         # The address tried is kept (it helps spot credential stuffing); the password never is.
-        record("auth.login_failed", organization=None, actor=Actor.anonymous(form.data.get("username", "")[:254]), outcome="denied")
+        record(
+            "auth.login_failed", organization=None, actor=Actor.anonymous(form.data.get("username", "")[:254]), outcome="denied"
+        )
         return super().form_invalid(form)
 
 

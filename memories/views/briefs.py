@@ -29,13 +29,20 @@ POLL_SECONDS = 0.2
 
 
 class BriefForm(forms.Form):
-    title = forms.CharField(max_length=settings.CORTEX_MAX_TITLE_CHARS, help_text="What the meeting was, e.g. “Platform sync — pricing”.")
+    title = forms.CharField(
+        max_length=settings.CORTEX_MAX_TITLE_CHARS, help_text="What the meeting was, e.g. “Platform sync — pricing”."
+    )
     date = forms.DateField(label="Meeting date", required=False, widget=forms.DateInput(attrs={"type": "date"}))
     attendees = forms.CharField(required=False, max_length=3000, help_text="Comma-separated names.")
     scope = forms.ChoiceField(help_text="Only scopes you can write to are listed.")
     clearance_min = forms.ChoiceField(label="Minimum clearance", help_text="Who can read it: this rung and above.")
     tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated.")
-    summary = forms.CharField(required=False, strip=False, widget=forms.Textarea(attrs={"rows": 7}), help_text="What was discussed and decided, in your words.")
+    summary = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 7}),
+        help_text="What was discussed and decided, in your words.",
+    )
     file = forms.FileField(
         label="Transcript file",
         required=False,
@@ -85,7 +92,9 @@ def brief_extract(request: HttpRequest, principal: Principal) -> HttpResponse:
     try:
         upload = _upload(request)
         transcript = "" if upload is not None else request.POST.get("transcript", "")
-        job = briefs.decisions_extract_start(principal=principal, summary=request.POST.get("summary", ""), transcript=transcript, upload=upload)
+        job = briefs.decisions_extract_start(
+            principal=principal, summary=request.POST.get("summary", ""), transcript=transcript, upload=upload
+        )
     except CortexError as exc:
         return render(request, "briefs/_error.html", {"message": exc.message})
     deadline = time.monotonic() + UI_WAIT_SECONDS
@@ -132,7 +141,11 @@ def brief_new(request: HttpRequest, principal: Principal) -> HttpResponse:
         except json.JSONDecodeError:
             form.add_error(None, "A ticked decision could not be read; extract the decisions again.")
         except CortexError as exc:
-            hint = " If you edited the summary after extracting, extract the decisions again." if exc.error_code == "UNGROUNDED_DECISION" else ""
+            hint = (
+                " If you edited the summary after extracting, extract the decisions again."
+                if exc.error_code == "UNGROUNDED_DECISION"
+                else ""
+            )
             form.add_error(None, exc.message + hint)
         else:
             messages.success(request, f"Meeting brief saved to {result.memory.scope.slug}.")

@@ -53,7 +53,7 @@ class ListParams:
         )
 
     def querystring(self) -> str:
-        """"?q=…&scope=…" with only the parameters that are set (no cursor), or ""."""
+        """ "?q=…&scope=…" with only the parameters that are set (no cursor), or ""."""
         query = QueryDict(mutable=True)
         for name in ("q", "scope", "category", "source", "tag", "author"):
             if getattr(self, name):
@@ -109,7 +109,11 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
     try:
         result = recall(principal, recall_query)
     except ServiceUnavailable:
-        return {"mode": "recall", "rows": [], "error": "Search is unavailable right now: the embedding service did not answer. Try again in a moment."}
+        return {
+            "mode": "recall",
+            "rows": [],
+            "error": "Search is unavailable right now: the embedding service did not answer. Try again in a moment.",
+        }
     except ValidationFailed as exc:
         return {"mode": "recall", "rows": [], "error": exc.message}
     hits = result.hits

@@ -91,8 +91,18 @@ def conflict_detail(request: HttpRequest, principal: Principal, conflict_id: str
     context = {
         "conflict": conflict,
         "sides": [
-            {"role": "Existing", "memory": conflict.existing_memory, "html": existing_html, "clearance": names.get(conflict.existing_memory.clearance_rank)},
-            {"role": "New", "memory": conflict.new_memory, "html": new_html, "clearance": names.get(conflict.new_memory.clearance_rank)},
+            {
+                "role": "Existing",
+                "memory": conflict.existing_memory,
+                "html": existing_html,
+                "clearance": names.get(conflict.existing_memory.clearance_rank),
+            },
+            {
+                "role": "New",
+                "memory": conflict.new_memory,
+                "html": new_html,
+                "clearance": names.get(conflict.new_memory.clearance_rank),
+            },
         ],
         "resolution_label": RESOLUTION_LABELS.get(conflict.resolution, ""),
         "can_decide": not principal.read_only,
@@ -110,7 +120,12 @@ def conflict_resolve_view(request: HttpRequest, principal: Principal, conflict_i
         messages.error(request, "Choose keep new, keep existing, keep both or dismiss.")
         return redirect(f"/conflicts/{conflict.pk}/")
     try:
-        services.conflict_resolve(principal=principal, conflict_id=conflict.pk, resolution=form.cleaned_data["resolution"], note=form.cleaned_data["note"])
+        services.conflict_resolve(
+            principal=principal,
+            conflict_id=conflict.pk,
+            resolution=form.cleaned_data["resolution"],
+            note=form.cleaned_data["note"],
+        )
     except (PermissionDenied, StateConflict, ValidationFailed) as exc:
         messages.error(request, exc.message)
     else:
@@ -127,7 +142,9 @@ def conflict_reopen_view(request: HttpRequest, principal: Principal, conflict_id
     except (PermissionDenied, StateConflict) as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Re-opened: the conflict is back in the queue. The memories stay as they are until someone decides.")
+        messages.success(
+            request, "Re-opened: the conflict is back in the queue. The memories stay as they are until someone decides."
+        )
     return redirect(f"/conflicts/{conflict.pk}/")
 
 
@@ -139,6 +156,8 @@ def conflict_policy_view(request: HttpRequest, principal: Principal) -> HttpResp
         messages.error(request, "The conflict policy is auto or manual.")
         return redirect("/conflicts/")
     organization = Organization.objects.get(pk=principal.organization_id)
-    services.conflict_policy_set(organization=organization, policy=form.cleaned_data["policy"], by=principal)  # 403 for non-admins
+    services.conflict_policy_set(
+        organization=organization, policy=form.cleaned_data["policy"], by=principal
+    )  # 403 for non-admins
     messages.success(request, f"Conflict policy is now {form.cleaned_data['policy']}.")
     return redirect("/conflicts/")

@@ -22,4 +22,6 @@ def server_error(request: HttpRequest) -> HttpResponse:
     # No context processors: whatever broke may be what they need.
     from django.template import loader
 
-    return HttpResponse(loader.get_template("errors/500.html").render({"request_id": getattr(request, "request_id", "")}), status=500)
+    return HttpResponse(
+        loader.get_template("errors/500.html").render({"request_id": getattr(request, "request_id", "")}), status=500
+    )

@@ -25,7 +25,9 @@ def weekly_chart(principal: Principal) -> dict[str, Any]:
     for week in weekly.weeks:
         counts = [(source, weekly.counts.get((week, source), 0)) for source in weekly.sources]
         segments = [
-            {"source": source, "name": source_name(source), "count": n, "pct": round(n / peak * 100, 1)} for source, n in counts if n
+            {"source": source, "name": source_name(source), "count": n, "pct": round(n / peak * 100, 1)}
+            for source, n in counts
+            if n
         ]
         columns.append({"week": week, "total": weekly.total(week), "segments": segments})
     return {"columns": columns, "sources": [(s, source_name(s)) for s in weekly.sources], "empty": not weekly.counts}

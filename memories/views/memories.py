@@ -30,7 +30,9 @@ from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
 from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
 
-RETRY_MESSAGE = "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
+RETRY_MESSAGE = (
+    "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
+)
 
 
 def brief_tab_template() -> str | None:
@@ -64,9 +66,17 @@ def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
 @require_GET
 def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
     memory = memory_or_404(principal, memory_id)
-    record("memory.read", organization=principal.organization_id, actor=principal.actor, target_type="memory", target_id=memory.pk, details={"via": "ui"})
+    record(
+        "memory.read",
+        organization=principal.organization_id,
+        actor=principal.actor,
+        target_type="memory",
+        target_id=memory.pk,
+        details={"via": "ui"},
+    )
     conflicts = [
-        {"conflict": c, "other": c.existing_memory if c.new_memory_id == memory.pk else c.new_memory} for c in memory_conflicts(principal, memory)
+        {"conflict": c, "other": c.existing_memory if c.new_memory_id == memory.pk else c.new_memory}
+        for c in memory_conflicts(principal, memory)
     ]
     context = {
         "memory": memory,
@@ -104,7 +114,9 @@ def memory_new(request: HttpRequest, principal: Principal) -> HttpResponse:
     if request.method == "POST":
         status = 400
         if form.is_valid():
-            draft = MemoryDraft(**form.draft_fields(), source="Manual", idempotency_key=form.cleaned_data.get("idempotency_key", ""))
+            draft = MemoryDraft(
+                **form.draft_fields(), source="Manual", idempotency_key=form.cleaned_data.get("idempotency_key", "")
+            )
             try:
                 result = memory_create(principal=principal, draft=draft)
             except ServiceUnavailable:

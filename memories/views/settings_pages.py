@@ -56,11 +56,21 @@ def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]
                     "membership": m,
                     "clearance": names.get(m.clearance_rank, str(m.clearance_rank)),
                     "editable": m.clearance_rank <= principal.clearance_rank,
-                    "form": MemberUpdateForm(principal=principal, prefix=f"m{m.pk}", initial={"clearance": names.get(m.clearance_rank), "role": m.role}),
+                    "form": MemberUpdateForm(
+                        principal=principal, prefix=f"m{m.pk}", initial={"clearance": names.get(m.clearance_rank), "role": m.role}
+                    ),
                 }
                 for m in members
             ],
-            scopes=[{"scope": s, "form": ScopeUpdateForm(prefix=f"s{s.pk}", initial={"visibility": s.visibility, "members_can_write": s.members_can_write})} for s in scopes],
+            scopes=[
+                {
+                    "scope": s,
+                    "form": ScopeUpdateForm(
+                        prefix=f"s{s.pk}", initial={"visibility": s.visibility, "members_can_write": s.members_can_write}
+                    ),
+                }
+                for s in scopes
+            ],
             grants=list(reads.organization_grants(principal)),
             member_form=MemberAddForm(principal=principal),
             scope_form=ScopeForm(),
@@ -132,12 +142,17 @@ def agent_token_create(request: HttpRequest, principal: Principal) -> HttpRespon
     if form.is_valid():
         try:
             token, secret = tenancy.token_create(
-                membership=principal.membership, name=f"Agent: {form.cleaned_data['agent']}", read_only=form.cleaned_data["read_only"], by=principal
+                membership=principal.membership,
+                name=f"Agent: {form.cleaned_data['agent']}",
+                read_only=form.cleaned_data["read_only"],
+                by=principal,
             )
         except CortexError as exc:
             attach_error(form, exc)
         else:
-            return _page(request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret))
+            return _page(
+                request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret)
+            )
     return _page(request, principal, "agent", status=400, agent_form=form)
 
 
@@ -176,7 +191,9 @@ def member_update(request: HttpRequest, principal: Principal, membership_id: int
     form = MemberUpdateForm(request.POST, principal=principal, prefix=f"m{membership.pk}")
     if form.is_valid():
         try:
-            tenancy.member_update(membership=membership, clearance=form.cleaned_data["clearance"], role=form.cleaned_data["role"], by=principal)
+            tenancy.member_update(
+                membership=membership, clearance=form.cleaned_data["clearance"], role=form.cleaned_data["role"], by=principal
+            )
         except CortexError as exc:
             messages.error(request, exc.message)
         else:
@@ -233,7 +250,12 @@ def scope_update(request: HttpRequest, principal: Principal, slug: str) -> HttpR
     form = ScopeUpdateForm(request.POST, prefix=f"s{scope.pk}")
     if form.is_valid():
         try:
-            tenancy.scope_update(scope=scope, visibility=form.cleaned_data["visibility"], members_can_write=form.cleaned_data["members_can_write"], by=principal)
+            tenancy.scope_update(
+                scope=scope,
+                visibility=form.cleaned_data["visibility"],
+                members_can_write=form.cleaned_data["members_can_write"],
+                by=principal,
+            )
         except CortexError as exc:
             messages.error(request, exc.message)
         else:
@@ -257,7 +279,10 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
         except CortexError as exc:
             attach_error(form, exc)
         else:
-            messages.success(request, f"{membership.user.email} can now {'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.")
+            messages.success(
+                request,
+                f"{membership.user.email} can now {'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.",
+            )
             return _back("scopes")
     return _page(request, principal, "scopes", status=400, grant_form=form)
 

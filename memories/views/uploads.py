@@ -33,7 +33,12 @@ def store_upload(principal: Principal, upload: UploadedFile, options: dict[str, 
         return _failure(name, 415, "UNSUPPORTED_FILE_TYPE", f"{name}: only {', '.join(ACCEPTED)} files can be uploaded.")
     if (upload.size or 0) > max_bytes():
         # Refused before reading a byte of it.
-        return _failure(name, 413, "FILE_TOO_LARGE", f"{name} is {filesizeformat(upload.size or 0)}; the limit is {filesizeformat(max_bytes())}.")
+        return _failure(
+            name,
+            413,
+            "FILE_TOO_LARGE",
+            f"{name} is {filesizeformat(upload.size or 0)}; the limit is {filesizeformat(max_bytes())}.",
+        )
     try:
         document = extract_text(name, upload.read())
         result = memory_create(
@@ -49,7 +54,12 @@ def store_upload(principal: Principal, upload: UploadedFile, options: dict[str, 
             ),
         )
     except ServiceUnavailable:
-        return _failure(name, 503, "EMBEDDING_UNAVAILABLE", f"{name} was not saved: the embedding service is unavailable. Retry this file in a moment.")
+        return _failure(
+            name,
+            503,
+            "EMBEDDING_UNAVAILABLE",
+            f"{name} was not saved: the embedding service is unavailable. Retry this file in a moment.",
+        )
     except CortexError as exc:
         return _failure(name, exc.status, exc.error_code, exc.message)
     memory = result.memory

@@ -42,7 +42,14 @@ def _chain(organization: Organization) -> list[AuditEvent]:
 
 def _record_some(organization: Organization, n: int = 3) -> list[AuditEvent]:
     return [
-        record(f"test.event{i}", organization=organization, actor=Actor.cli(), target_type="thing", target_id=i, details={"n": i, "note": f"event {i}"})
+        record(
+            f"test.event{i}",
+            organization=organization,
+            actor=Actor.cli(),
+            target_type="thing",
+            target_id=i,
+            details={"n": i, "note": f"event {i}"},
+        )
         for i in range(n)
     ]
 
@@ -85,14 +92,21 @@ def test_values_the_database_normalises_still_verify(make_org: Callable[..., Org
     # jsonb rewrites 1e20 and -0.0, inet rewrites a long-hand IPv6 address: the hash must be of what is stored.
     org = make_org()
     with bound(request_id="norm-1", client_ip="2001:0DB8:0000::0001"):
-        event = record("test.normalised", organization=org, actor=Actor.cli(), details={"big": 1e20, "neg_zero": -0.0, "when": org.created_at})
+        event = record(
+            "test.normalised",
+            organization=org,
+            actor=Actor.cli(),
+            details={"big": 1e20, "neg_zero": -0.0, "when": org.created_at},
+        )
     stored = AuditEvent.objects.get(pk=event.pk)
     assert stored.ip == "2001:db8::1"
     assert verify_chain(org).ok
 
 
 @pytest.mark.django_db
-def test_an_unparseable_client_ip_is_recorded_as_none_instead_of_failing_the_request(make_org: Callable[..., Organization]) -> None:
+def test_an_unparseable_client_ip_is_recorded_as_none_instead_of_failing_the_request(
+    make_org: Callable[..., Organization],
+) -> None:
     org = make_org()
     with bound(request_id="bad-ip", client_ip="not-an-ip, 10.0.0.1"):
         event = record("test.bad_ip", organization=org, actor=Actor.cli())
@@ -101,7 +115,9 @@ def test_an_unparseable_client_ip_is_recorded_as_none_instead_of_failing_the_req
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("statement", ["UPDATE audit_auditevent SET details = '{}'::jsonb WHERE id = %s", "DELETE FROM audit_auditevent WHERE id = %s"])
+@pytest.mark.parametrize(
+    "statement", ["UPDATE audit_auditevent SET details = '{}'::jsonb WHERE id = %s", "DELETE FROM audit_auditevent WHERE id = %s"]
+)
 def test_update_and_delete_are_refused_by_the_database(make_org: Callable[..., Organization], statement: str) -> None:
     org = make_org()
     event = _record_some(org, 1)[0]
@@ -130,7 +146,10 @@ def test_a_changed_detail_is_detected_at_that_event(make_org: Callable[..., Orga
     _record_some(bystander, 2)
     target = events[2]
     with trigger_disabled(), connection.cursor() as cursor:
-        cursor.execute("UPDATE audit_auditevent SET details = jsonb_set(details, '{note}', '\"nothing happened\"') WHERE id = %s", [target.pk])
+        cursor.execute(
+            "UPDATE audit_auditevent SET details = jsonb_set(details, '{note}', '\"nothing happened\"') WHERE id = %s",
+            [target.pk],
+        )
     report = verify_chain(org)
     assert not report.ok
     assert report.first_broken == target.pk

@@ -60,7 +60,13 @@ def test_healthz_is_200_when_every_part_works(client: Client) -> None:
 def test_healthz_loads_the_local_model_for_real(client: Client) -> None:
     status, body, _raw = _health(client)
     assert status == 200, body
-    assert body["checks"]["embedder"] == {**body["checks"]["embedder"], "ok": True, "provider": "local", "dim": 384, "probe": "embedded"}
+    assert body["checks"]["embedder"] == {
+        **body["checks"]["embedder"],
+        "ok": True,
+        "provider": "local",
+        "dim": 384,
+        "probe": "embedded",
+    }
 
 
 @pytest.mark.django_db
@@ -108,7 +114,14 @@ def test_healthz_shows_no_connection_strings_or_tenant_data(client: Client, make
     make_member(make_org("secret-tenant", "Secret Tenant Inc"), email="insider@secret.test")
     _status, body, raw = _health(client)
     assert set(body) == {"status", "checks"}
-    for needle in (settings.REDIS_URL, f"{settings.DATABASES['default']['NAME']}?", "secret-tenant", "Secret Tenant", "insider@", settings.SECRET_KEY):
+    for needle in (
+        settings.REDIS_URL,
+        f"{settings.DATABASES['default']['NAME']}?",
+        "secret-tenant",
+        "Secret Tenant",
+        "insider@",
+        settings.SECRET_KEY,
+    ):
         assert needle and needle not in raw
 
 

@@ -102,7 +102,12 @@ def test_postgres_refuses_a_pid_file_naming_a_live_stranger(home: Path) -> None:
 
     # The runner's command line says the same sentence, exits 2, and shows no traceback.
     result = subprocess.run(
-        [sys.executable, "-m", "cortex_site.runner", "services"], env=_runner_env(home), cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "cortex_site.runner", "services"],
+        env=_runner_env(home),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2, (result.stdout, result.stderr)
     assert "cortex: error:" in result.stdout
@@ -167,7 +172,12 @@ def test_a_run_lock_held_by_a_live_process_is_refused_with_a_clear_message(home:
         with pytest.raises(EmbeddedServiceError, match=rf"Cortex is already running from {home} \(pid {holder.pid}\)"):
             lock.acquire()
         result = subprocess.run(
-            [sys.executable, "-m", "cortex_site.runner", "services"], env=_runner_env(home), cwd=ROOT, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "cortex_site.runner", "services"],
+            env=_runner_env(home),
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert result.returncode == 2
         assert f"cortex: error: Cortex is already running from {home} (pid {holder.pid})" in result.stdout
@@ -302,4 +312,3 @@ def test_run_serves_the_demo_stops_cleanly_on_sigterm_and_keeps_data(home: Path)
         code = second.stop()
     assert code == 0, second.output()[-4000:]
     assert not _processes_mentioning(home)
-

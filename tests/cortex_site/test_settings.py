@@ -29,7 +29,20 @@ def _start_django(env: dict[str, str], code: str = PRINT_SECRET_KEY) -> subproce
     return subprocess.run([sys.executable, "-c", code], env={**base, **env}, cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize(("raw", "expected"), [("1", True), ("true", True), (" YES ", True), ("on", True), ("0", False), ("False", False), ("no", False), ("off", False), ("", False)])
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [
+        ("1", True),
+        ("true", True),
+        (" YES ", True),
+        ("on", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("off", False),
+        ("", False),
+    ],
+)
 def test_env_bool_accepts_the_usual_spellings(monkeypatch: pytest.MonkeyPatch, raw: str, expected: bool) -> None:
     monkeypatch.setenv("CORTEX_SOME_FLAG", raw)
     assert env_bool("CORTEX_SOME_FLAG", not expected) is expected

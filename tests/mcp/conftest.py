@@ -60,7 +60,10 @@ class McpTestClient:
     @asynccontextmanager
     async def connect(self, token: str | None, *, mode: str = "legacy", **headers: str) -> AsyncIterator[Client]:
         """An initialized `mcp.Client` over Streamable HTTP with `Authorization: Bearer <token>`."""
-        async with http_client(token, **headers) as http, Client(streamable_http_client(self.url, http_client=http), mode=mode) as client:
+        async with (
+            http_client(token, **headers) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=mode) as client,
+        ):
             yield client
 
     @asynccontextmanager

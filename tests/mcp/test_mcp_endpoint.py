@@ -56,16 +56,32 @@ def world(
         return str(services.memory_create(principal=principal_of(member), draft=services.MemoryDraft(**fields)).memory.pk)
 
     memories = {
-        "freeze": store(executive, title="Deploy freeze", content="Deploy freeze: no deploys between Dec 20 and Jan 2.", scope="public-docs"),
+        "freeze": store(
+            executive, title="Deploy freeze", content="Deploy freeze: no deploys between Dec 20 and Jan 2.", scope="public-docs"
+        ),
         "checklist": store(
-            executive, title="Deploy checklist", content="Deploy checklist: run migrations before every deploy.", scope="engineering", clearance_min="Employee"
+            executive,
+            title="Deploy checklist",
+            content="Deploy checklist: run migrations before every deploy.",
+            scope="engineering",
+            clearance_min="Employee",
         ),
         "falcon": store(
-            executive, title="Falcon deploy", content="The Project Falcon deploy is scheduled for March.", scope="engineering", clearance_min="Executive"
+            executive,
+            title="Falcon deploy",
+            content="The Project Falcon deploy is scheduled for March.",
+            scope="engineering",
+            clearance_min="Executive",
         ),
-        "pricing": store(executive, title="Pricing deploys", content="Deploy pricing page changes only on Tuesdays.", scope="sales"),
-        "etiquette": store(executive, title="Deploy etiquette", content="Announce each deploy in the eng channel.", scope="handbook"),
-        "globex": store(outsider, title="Globex deploys", content="Deploy Globex rockets from pad 39A only.", scope="public-docs"),
+        "pricing": store(
+            executive, title="Pricing deploys", content="Deploy pricing page changes only on Tuesdays.", scope="sales"
+        ),
+        "etiquette": store(
+            executive, title="Deploy etiquette", content="Announce each deploy in the eng channel.", scope="handbook"
+        ),
+        "globex": store(
+            outsider, title="Globex deploys", content="Deploy Globex rockets from pad 39A only.", scope="public-docs"
+        ),
     }
     tokens = {
         "executive": make_token(executive),
@@ -74,7 +90,9 @@ def world(
         "outsider": make_token(outsider),
         "read_only": make_token(executive, read_only=True),
     }
-    return SimpleNamespace(acme=acme, executive=executive, contractor=contractor, outsider=outsider, memories=memories, tokens=tokens)
+    return SimpleNamespace(
+        acme=acme, executive=executive, contractor=contractor, outsider=outsider, memories=memories, tokens=tokens
+    )
 
 
 def _counts() -> tuple[int, int]:
@@ -119,7 +137,15 @@ def test_tools_list_publishes_input_and_output_schemas_and_annotations(world: Si
     remember = tools["remember"]
     assert remember.input_schema["required"] == ["content"]
     assert set(remember.input_schema["properties"]) == {
-        "content", "title", "scope", "category", "tags", "source_url", "clearance_min", "valid_from", "valid_until",
+        "content",
+        "title",
+        "scope",
+        "category",
+        "tags",
+        "source_url",
+        "clearance_min",
+        "valid_from",
+        "valid_until",
     }
     assert remember.annotations.read_only_hint is False and remember.annotations.destructive_hint is False
     assert set(remember.output_schema["required"]) >= {"id", "title", "scope", "scope_resolution", "status", "url"}
@@ -179,7 +205,9 @@ def test_remember_stores_an_mcp_memory_authored_by_the_tokens_user(world: Simple
 
 @pytest.mark.django_db(transaction=True)
 def test_remember_without_scope_says_how_the_scope_was_chosen(world: SimpleNamespace, mcp_client: Any) -> None:
-    data = mcp_client.call(world.tokens["contractor"], "remember", content="# Parking\n\nVisitors park on level 2.").structured_content
+    data = mcp_client.call(
+        world.tokens["contractor"], "remember", content="# Parking\n\nVisitors park on level 2."
+    ).structured_content
     assert (data["title"], data["scope"], data["scope_resolution"]) == ("Parking", "public-docs", "default")
     again = mcp_client.call(world.tokens["contractor"], "remember", content="# Parking\n\nVisitors park on level 2.")
     assert again.structured_content["deduplicated"] is True and again.structured_content["id"] == data["id"]
@@ -271,7 +299,11 @@ def test_recall_over_mcp_returns_what_rest_returns_in_the_same_order(
     token = world.tokens[principal]
     for query in ("deploy", "deploy freeze pricing Falcon rockets"):
         over_mcp = _ids(mcp_client.call(token, "recall", query=query, limit=10))
-        response = httpx.post(f"{mcp_client.server_url}/api/recall", json={"query": query, "limit": 10}, headers={"Authorization": f"Bearer {token}"})
+        response = httpx.post(
+            f"{mcp_client.server_url}/api/recall",
+            json={"query": query, "limit": 10},
+            headers={"Authorization": f"Bearer {token}"},
+        )
         assert response.status_code == 200, response.text
         assert over_mcp == [hit["memory"]["id"] for hit in response.json()["results"]]
         assert set(over_mcp) <= {world.memories[name] for name in visible}
@@ -280,9 +312,14 @@ def test_recall_over_mcp_returns_what_rest_returns_in_the_same_order(
 
 @pytest.mark.django_db(transaction=True)
 def test_recall_filters_narrow_within_what_the_token_sees(world: SimpleNamespace, mcp_client: Any) -> None:
-    assert _ids(mcp_client.call(world.tokens["executive"], "recall", query="deploy", scopes=["sales"])) == [world.memories["pricing"]]
+    assert _ids(mcp_client.call(world.tokens["executive"], "recall", query="deploy", scopes=["sales"])) == [
+        world.memories["pricing"]
+    ]
     # A scope the token cannot read is reported like a missing one, through the same selector as REST.
-    assert _error(mcp_client.call(world.tokens["sales_only"], "recall", query="deploy", scopes=["engineering"]))["error_code"] == "UNKNOWN_SCOPE"
+    assert (
+        _error(mcp_client.call(world.tokens["sales_only"], "recall", query="deploy", scopes=["engineering"]))["error_code"]
+        == "UNKNOWN_SCOPE"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -306,7 +343,11 @@ def test_list_memories_is_newest_first_visible_only_and_clamps_the_limit(world: 
     assert listed.structured_content["limit"] == 20
     assert _text(listed).splitlines()[0].startswith("The 2 most recent memories")
     everything = _ids(mcp_client.call(world.tokens["executive"], "list_memories", limit=500))
-    rest = httpx.get(f"{mcp_client.server_url}/api/memories", params={"limit": 50}, headers={"Authorization": f"Bearer {world.tokens['executive']}"})
+    rest = httpx.get(
+        f"{mcp_client.server_url}/api/memories",
+        params={"limit": 50},
+        headers={"Authorization": f"Bearer {world.tokens['executive']}"},
+    )
     assert everything == [m["id"] for m in rest.json()["results"]]
     assert len(everything) == 5 and world.memories["globex"] not in everything
     one = mcp_client.call(world.tokens["executive"], "list_memories", limit=0)
@@ -323,20 +364,39 @@ def test_get_memory_returns_the_memory_with_its_citation_and_history(
     world: SimpleNamespace, mcp_client: Any, principal_of: Callable[[Membership], Principal]
 ) -> None:
     newer = services.memory_supersede(
-        principal=principal_of(world.executive), memory_id=world.memories["freeze"], changes={"content": "Deploy freeze: Dec 18 to Jan 3."}
+        principal=principal_of(world.executive),
+        memory_id=world.memories["freeze"],
+        changes={"content": "Deploy freeze: Dec 18 to Jan 3."},
     ).memory
     result = mcp_client.call(world.tokens["contractor"], "get_memory", id=str(newer.pk))
     data = result.structured_content
-    assert (data["id"], data["content"], data["status"], data["supersedes"]) == (str(newer.pk), "Deploy freeze: Dec 18 to Jan 3.", "active", world.memories["freeze"])
+    assert (data["id"], data["content"], data["status"], data["supersedes"]) == (
+        str(newer.pk),
+        "Deploy freeze: Dec 18 to Jan 3.",
+        "active",
+        world.memories["freeze"],
+    )
     assert data["citation"]["title"] == "Deploy freeze" and data["clearance_min"] == "Contractor"
-    assert [(h["id"], h["status"]) for h in data["history"]] == [(world.memories["freeze"], "superseded"), (str(newer.pk), "active")]
+    assert [(h["id"], h["status"]) for h in data["history"]] == [
+        (world.memories["freeze"], "superseded"),
+        (str(newer.pk), "active"),
+    ]
     assert data["url"] == f"{settings.CORTEX_BASE_URL}/memories/{newer.pk}/"
-    rest = httpx.get(f"{mcp_client.server_url}/api/memories/{newer.pk}", headers={"Authorization": f"Bearer {world.tokens['contractor']}"}).json()
-    assert {k: data[k] for k in rest if k in data and k != "history"} == {k: rest[k] for k in rest if k in data and k != "history"}
+    rest = httpx.get(
+        f"{mcp_client.server_url}/api/memories/{newer.pk}", headers={"Authorization": f"Bearer {world.tokens['contractor']}"}
+    ).json()
+    assert {k: data[k] for k in rest if k in data and k != "history"} == {
+        k: rest[k] for k in rest if k in data and k != "history"
+    }
     text = _text(result)
-    assert text.startswith("# Deploy freeze") and "Dec 18 to Jan 3" in text and "Versions, oldest first" in text and "Cite: " in text
+    assert (
+        text.startswith("# Deploy freeze") and "Dec 18 to Jan 3" in text and "Versions, oldest first" in text and "Cite: " in text
+    )
     # The superseded version stays readable by id, as in REST.
-    assert mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["freeze"]).structured_content["status"] == "superseded"
+    assert (
+        mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["freeze"]).structured_content["status"]
+        == "superseded"
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -372,7 +432,9 @@ def test_recall_leads_from_an_earlier_version_to_the_current_one_the_reader_may_
     assert world.memories["freeze"] not in _ids(result)
     assert "Found through an earlier version it replaced: Deploy freeze" in _text(result)
     # A reader who may not see the current version gets nothing from the old one.
-    services.memory_patch(principal=principal_of(world.executive), memory_id=moratorium.pk, changes={"clearance_min": "Executive"})
+    services.memory_patch(
+        principal=principal_of(world.executive), memory_id=moratorium.pk, changes={"clearance_min": "Executive"}
+    )
     hidden = mcp_client.call(world.tokens["contractor"], "recall", query="deploy freeze dec 20")
     assert str(moratorium.pk) not in _ids(hidden) and world.memories["freeze"] not in _ids(hidden)
 
@@ -386,7 +448,9 @@ def test_another_organizations_memory_is_the_same_not_found_as_a_random_id(world
     forbidden = _error(mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["falcon"]))
     for error in (foreign, random_id, malformed, forbidden):
         assert (error["error_code"], error["message"], error["details"]) == ("NOT_FOUND", "Memory not found.", {})
-    assert _error(mcp_client.call(world.tokens["outsider"], "get_memory", id=world.memories["freeze"]))["error_code"] == "NOT_FOUND"
+    assert (
+        _error(mcp_client.call(world.tokens["outsider"], "get_memory", id=world.memories["freeze"]))["error_code"] == "NOT_FOUND"
+    )
 
 
 # -- bad calls -------------------------------------------------------------------------------------
@@ -398,7 +462,12 @@ def test_another_organizations_memory_is_the_same_not_found_as_a_random_id(world
         ("recall", {}, "INVALID_ARGUMENTS", "query: Field required"),
         ("remember", {"content": ["not", "text"]}, "INVALID_ARGUMENTS", "content: Input should be a valid string"),
         ("recall", {"query": "deploy", "organization": "globex"}, "INVALID_ARGUMENTS", "Unknown argument: organization"),
-        ("get_memory", {"id": "x", "user_id": "someone", "clearance": "Executive"}, "INVALID_ARGUMENTS", "Unknown arguments: clearance, user_id"),
+        (
+            "get_memory",
+            {"id": "x", "user_id": "someone", "clearance": "Executive"},
+            "INVALID_ARGUMENTS",
+            "Unknown arguments: clearance, user_id",
+        ),
     ],
 )
 @pytest.mark.django_db(transaction=True)
@@ -410,7 +479,12 @@ def test_bad_calls_are_tool_errors_that_say_what_is_wrong(
     assert error["error_code"] == error_code and says in error["message"], error
     assert _counts() == before
     call = AuditEvent.objects.get(action="mcp.call")
-    assert (call.details["tool"], call.outcome, call.details["error_code"], call.actor_kind) == (name, "error", error_code, "token")
+    assert (call.details["tool"], call.outcome, call.details["error_code"], call.actor_kind) == (
+        name,
+        "error",
+        error_code,
+        "token",
+    )
 
 
 @pytest.mark.django_db(transaction=True)
@@ -422,7 +496,9 @@ def test_malformed_http_requests_are_refused_cleanly(world: SimpleNamespace, mcp
     assert unknown_method.json()["error"]["code"] == types.METHOD_NOT_FOUND
     before = _counts()
     call = {"name": "remember", "arguments": {"content": "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)}}
-    too_big = httpx.post(mcp_client.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}, headers=headers)
+    too_big = httpx.post(
+        mcp_client.url, json={"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": call}, headers=headers
+    )
     assert too_big.status_code == 413 and _counts() == before
     assert httpx.get(mcp_client.url, headers=headers).status_code == 405
 
@@ -485,7 +561,9 @@ def test_protected_resource_metadata_names_the_endpoint_and_header_tokens(mcp_cl
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_endpoint_answers_with_and_without_the_trailing_slash_and_echoes_request_ids(world: SimpleNamespace, mcp_client: Any) -> None:
+def test_the_endpoint_answers_with_and_without_the_trailing_slash_and_echoes_request_ids(
+    world: SimpleNamespace, mcp_client: Any
+) -> None:
     auth = {"Authorization": f"Bearer {world.tokens['contractor']}"}
     for url in (mcp_client.url, mcp_client.url.rstrip("/")):
         response = _initialize(url, auth)
@@ -505,7 +583,9 @@ def test_an_agents_request_id_ties_the_calls_audit_events_together(world: Simple
     mcp_client.run(flow)
     events = AuditEvent.objects.filter(request_id="agent-run-7").order_by("id")
     assert [e.action for e in events] == ["memory.recall", "mcp.call"]
-    assert {e.actor_token_id for e in events} == {ApiToken.objects.get(membership=world.executive, read_only=False, scopes=None).pk}
+    assert {e.actor_token_id for e in events} == {
+        ApiToken.objects.get(membership=world.executive, read_only=False, scopes=None).pk
+    }
 
 
 @pytest.mark.django_db(transaction=True)
@@ -558,7 +638,9 @@ def test_an_expired_token_is_refused(world: SimpleNamespace, mcp_client: Any, ma
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_token_revoked_after_the_http_check_is_refused_by_the_tool(world: SimpleNamespace, make_token: Callable[..., str]) -> None:
+def test_a_token_revoked_after_the_http_check_is_refused_by_the_tool(
+    world: SimpleNamespace, make_token: Callable[..., str]
+) -> None:
     token = make_token(world.contractor, name="revoked mid-request")
     access = verify_api_token(token)
     assert access is not None
@@ -623,7 +705,10 @@ def test_2025_06_18_and_2026_07_28_clients_get_the_same_answers(world: SimpleNam
         async with mcp_client.connect(token, mode="auto") as client:
             return client.protocol_version, await client.call_tool("recall", {"query": "deploy"})
 
-    answers = {version: _ids(result) for version, result in (mcp_client.run(f) for f in (handshake_2025_06_18, stateless_2026_07_28, negotiated))}
+    answers = {
+        version: _ids(result)
+        for version, result in (mcp_client.run(f) for f in (handshake_2025_06_18, stateless_2026_07_28, negotiated))
+    }
     assert set(answers) == {"2025-06-18", "2026-07-28"}
     assert answers["2025-06-18"] == answers["2026-07-28"]
     assert set(answers["2025-06-18"]) == {world.memories["freeze"], world.memories["etiquette"]}

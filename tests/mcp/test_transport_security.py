@@ -17,7 +17,12 @@ from memories.mcp.endpoint import transport_security
 def test_hosts_and_origins_follow_allowed_hosts_base_url_and_trusted_origins() -> None:
     security = transport_security()
     assert security.enable_dns_rebinding_protection is True
-    assert set(security.allowed_hosts) == {"cortex.example.com", "cortex.example.com:*", "memory.example.com", "memory.example.com:*"}
+    assert set(security.allowed_hosts) == {
+        "cortex.example.com",
+        "cortex.example.com:*",
+        "memory.example.com",
+        "memory.example.com:*",
+    }
     assert "https://memory.example.com" in security.allowed_origins
     assert "https://admin.example.com" in security.allowed_origins
     assert "https://cortex.example.com" in security.allowed_origins

@@ -21,7 +21,9 @@ TOKEN = ["session", "token", "token-narrowed-to-it", "token-narrowed-elsewhere",
 def expected(visibility: str, members_can_write: bool, grant: str, token: str) -> tuple[bool, bool]:
     """The read and write rules of DESIGN.md §3, written out independently of the code."""
     membership_reads = visibility == Scope.Visibility.ALL_MEMBERS or grant != "none"
-    membership_writes = membership_reads and (grant == "write" or (visibility == Scope.Visibility.ALL_MEMBERS and members_can_write))
+    membership_writes = membership_reads and (
+        grant == "write" or (visibility == Scope.Visibility.ALL_MEMBERS and members_can_write)
+    )
     token_allows = token != "token-narrowed-elsewhere"
     read = membership_reads and token_allows
     write = membership_writes and token_allows and token != "token-read-only"
@@ -37,7 +39,9 @@ CASES = [
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(("visibility", "members_can_write", "grant", "token"), CASES)
-def test_scope_access_matrix(visibility: str, members_can_write: bool, grant: str, token: str, make_org: Any, make_member: Any, make_scope: Any, api: Any) -> None:
+def test_scope_access_matrix(
+    visibility: str, members_can_write: bool, grant: str, token: str, make_org: Any, make_member: Any, make_scope: Any, api: Any
+) -> None:
     org = make_org()
     target = make_scope(org, "target", visibility=visibility, members_can_write=members_can_write)
     make_scope(org, "elsewhere", visibility=Scope.Visibility.ALL_MEMBERS)
@@ -71,7 +75,9 @@ def test_scope_access_matrix(visibility: str, members_can_write: bool, grant: st
 
 
 @pytest.mark.django_db
-def test_scopes_of_another_organization_are_never_readable_or_writable(make_org: Any, make_member: Any, make_scope: Any, api: Any) -> None:
+def test_scopes_of_another_organization_are_never_readable_or_writable(
+    make_org: Any, make_member: Any, make_scope: Any, api: Any
+) -> None:
     home, other = make_org(), make_org()
     foreign = make_scope(other, "secrets", visibility=Scope.Visibility.ALL_MEMBERS)
     # Even a member of both organizations, acting in `home`, cannot reach `other`'s scopes.

@@ -20,7 +20,13 @@ def staff_client(django_user_model: Any) -> Client:
 
 @pytest.mark.django_db
 def test_staff_see_tenancy_but_cannot_add_or_change_it(staff_client: Client, acme: dict[str, Any]) -> None:
-    for path in ("/admin/memories/organization/", "/admin/memories/membership/", "/admin/memories/scope/", "/admin/memories/apitoken/", "/admin/audit/auditevent/"):
+    for path in (
+        "/admin/memories/organization/",
+        "/admin/memories/membership/",
+        "/admin/memories/scope/",
+        "/admin/memories/apitoken/",
+        "/admin/audit/auditevent/",
+    ):
         assert staff_client.get(path).status_code == 200, path
     assert staff_client.get("/admin/memories/organization/add/").status_code == 403
     assert staff_client.get("/admin/memories/scope/add/").status_code == 403
@@ -29,7 +35,11 @@ def test_staff_see_tenancy_but_cannot_add_or_change_it(staff_client: Client, acm
 
 @pytest.mark.django_db
 def test_admin_never_shows_memory_content_or_token_hashes(staff_client: Client, acme: dict[str, Any], api: Any) -> None:
-    body = api(acme["exec"]).post("/api/memories", {"title": "Board secret title", "content": "Acquisition of Initech closes in May."}).json()
+    body = (
+        api(acme["exec"])
+        .post("/api/memories", {"title": "Board secret title", "content": "Acquisition of Initech closes in May."})
+        .json()
+    )
     memory = Memory.objects.get(pk=body["id"])
     listing = staff_client.get("/admin/memories/memory/").content.decode()
     detail = staff_client.get(f"/admin/memories/memory/{memory.pk}/change/").content.decode()

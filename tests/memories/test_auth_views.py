@@ -74,8 +74,13 @@ def test_good_credentials_sign_in_and_are_audited_without_the_password(client: C
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("email", "password"), [("ann@example.test", "wrong-password-1"), ("nobody@example.test", PASSWORD), ("ANN@example.test ", "")])
-def test_bad_credentials_show_the_form_error_and_are_audited_as_denied(client: Client, two_orgs: dict[str, Any], email: str, password: str) -> None:
+@pytest.mark.parametrize(
+    ("email", "password"),
+    [("ann@example.test", "wrong-password-1"), ("nobody@example.test", PASSWORD), ("ANN@example.test ", "")],
+)
+def test_bad_credentials_show_the_form_error_and_are_audited_as_denied(
+    client: Client, two_orgs: dict[str, Any], email: str, password: str
+) -> None:
     response = client.post("/login/", {"username": email, "password": password})
     assert response.status_code == 200
     form = response.context["form"]
@@ -186,7 +191,9 @@ def test_home_shows_my_organization_and_nothing_of_others(two_orgs: dict[str, An
 
 
 @pytest.mark.django_db
-def test_a_person_in_no_organization_sees_no_organization(make_org: Callable[..., Organization], make_member: Callable[..., Membership]) -> None:
+def test_a_person_in_no_organization_sees_no_organization(
+    make_org: Callable[..., Organization], make_member: Callable[..., Membership]
+) -> None:
     left = make_member(make_org("left-co", "Left Company"), email="leaver@example.test", password=PASSWORD)
     left.delete()
     client = _signed_in("leaver@example.test")
@@ -240,7 +247,9 @@ def test_a_foreign_organization_and_a_missing_one_look_the_same(two_orgs: dict[s
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("next_url", "expected"), [("/api/me", "/api/me"), ("https://evil.example/", "/"), ("//evil.example/", "/")])
+@pytest.mark.parametrize(
+    ("next_url", "expected"), [("/api/me", "/api/me"), ("https://evil.example/", "/"), ("//evil.example/", "/")]
+)
 def test_switch_follows_only_local_next_urls(two_orgs: dict[str, Any], next_url: str, expected: str) -> None:
     client = _signed_in("ann@example.test")
     response = client.post("/org/switch", {"organization": "beta-co", "next": next_url})

@@ -26,7 +26,9 @@ def test_each_draft_gets_its_own_outcome_in_order_and_the_good_ones_are_stored(
         MemoryDraft(content="   "),
         MemoryDraft(content="Quarterly targets are set by sales leadership.", scope="sales"),  # not granted to this employee
         MemoryDraft(content="Dock firmware 5.1 is the long-term support release.", scope="engineering"),  # the first, again
-        MemoryDraft(content="\n\n".join(f"Runbook step {i}: drain the dock, then restart the controller." * 8 for i in range(10))),
+        MemoryDraft(
+            content="\n\n".join(f"Runbook step {i}: drain the dock, then restart the controller." * 8 for i in range(10))
+        ),
     ]
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         outcomes = memory_create_many(principal=principal_of(acme["employee"]), drafts=drafts)

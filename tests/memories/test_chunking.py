@@ -14,7 +14,21 @@ from memories.chunking import OVERLAP, SINGLE_CHUNK_MAX, TARGET, chunk_text
 
 def _paragraphs(seed: int, count: int, words: tuple[int, int] = (20, 120)) -> str:
     rng = random.Random(seed)
-    vocabulary = ["rollout", "canary", "latency", "budget", "incident", "review", "policy", "vendor", "laptop", "expense", "travel", "approve", "deploy"]
+    vocabulary = [
+        "rollout",
+        "canary",
+        "latency",
+        "budget",
+        "incident",
+        "review",
+        "policy",
+        "vendor",
+        "laptop",
+        "expense",
+        "travel",
+        "approve",
+        "deploy",
+    ]
     paragraphs = []
     for _ in range(count):
         sentence_words = [rng.choice(vocabulary) + ("." if rng.random() < 0.12 else "") for _ in range(rng.randint(*words))]

@@ -91,7 +91,10 @@ def test_user_add_to_unknown_organization_is_an_error() -> None:
 
 @pytest.mark.django_db
 def test_user_add_bad_clearance_lists_the_ladder_and_creates_no_account(cli_acme: Organization) -> None:
-    with pytest.raises(CommandError, match=r"Unknown clearance 'Boss'\. This organization's ladder is: Contractor < Employee < Manager < Executive\."):
+    with pytest.raises(
+        CommandError,
+        match=r"Unknown clearance 'Boss'\. This organization's ladder is: Contractor < Employee < Manager < Executive\.",
+    ):
         cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Boss")
     assert not User.objects.filter(email="ann@example.test").exists()
 
@@ -153,7 +156,9 @@ def test_user_add_to_a_second_organization_reuses_the_account(cli_acme: Organiza
 # -- scope create -------------------------------------------------------------------------------
 @pytest.mark.django_db
 def test_scope_create_defaults_to_granted_and_honours_visibility(cli_acme: Organization) -> None:
-    assert cortex("scope", "create", "engineering", "--org", "acme")[-1] == "Created scope engineering in acme (visibility granted)."
+    assert (
+        cortex("scope", "create", "engineering", "--org", "acme")[-1] == "Created scope engineering in acme (visibility granted)."
+    )
     cortex("scope", "create", "handbook", "--org", "acme", "--visibility", "all_members", "--name", "Team handbook")
     scopes = {s.slug: s for s in Scope.objects.filter(organization=cli_acme)}
     assert scopes["engineering"].visibility == Scope.Visibility.GRANTED
@@ -203,8 +208,14 @@ def cli_acme_people(cli_acme: Organization) -> Organization:
 
 @pytest.mark.django_db
 def test_grant_gives_read_and_write_or_read_only(cli_acme_people: Organization) -> None:
-    assert cortex("grant", "ann@example.test", "engineering", "--org", "acme")[-1] == "Granted ann@example.test read and write access to engineering."
-    assert cortex("grant", "ann@example.test", "sales", "--org", "acme", "--read-only")[-1] == "Granted ann@example.test read access to sales."
+    assert (
+        cortex("grant", "ann@example.test", "engineering", "--org", "acme")[-1]
+        == "Granted ann@example.test read and write access to engineering."
+    )
+    assert (
+        cortex("grant", "ann@example.test", "sales", "--org", "acme", "--read-only")[-1]
+        == "Granted ann@example.test read access to sales."
+    )
     grants = dict(ScopeGrant.objects.filter(membership__user__email="ann@example.test").values_list("scope__slug", "can_write"))
     assert grants == {"engineering": True, "sales": False}
     # Granting again changes the grant; it never duplicates it.
@@ -289,14 +300,23 @@ def test_token_create_expires_at_the_end_of_the_given_day(cli_acme_people: Organ
     token = ApiToken.objects.get(membership__user__email="ann@example.test")
     assert token.expires_at is not None
     assert token.expires_at.astimezone(UTC).date() == day
-    assert token.expires_at.astimezone(UTC) > datetime.combine(day, datetime.min.time(), tzinfo=UTC) + timedelta(hours=23, minutes=59)
+    assert token.expires_at.astimezone(UTC) > datetime.combine(day, datetime.min.time(), tzinfo=UTC) + timedelta(
+        hours=23, minutes=59
+    )
     assert ApiClient(lines[-1]).get("/api/me").status_code == 200
     ApiToken.objects.filter(pk=token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
     assert ApiClient(lines[-1]).get("/api/me").status_code == 401
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("value", "message"), [("2026-13-01", "is not a date in YYYY-MM-DD form"), ("tomorrow", "is not a date in YYYY-MM-DD form"), ("2001-01-01", "The expiry must be in the future")])
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("2026-13-01", "is not a date in YYYY-MM-DD form"),
+        ("tomorrow", "is not a date in YYYY-MM-DD form"),
+        ("2001-01-01", "The expiry must be in the future"),
+    ],
+)
 def test_token_create_bad_expiry_is_an_error(cli_acme_people: Organization, value: str, message: str) -> None:
     with pytest.raises(CommandError, match=message):
         cortex("token", "create", "ann@example.test", "--org", "acme", "--expires", value)
@@ -389,11 +409,15 @@ def _database_url_of_test_db() -> str:
 
 def _manage(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "DATABASE_URL": _database_url_of_test_db(), "DJANGO_SETTINGS_MODULE": "cortex_site.settings"}
-    return subprocess.run([sys.executable, str(ROOT / "manage.py"), "cortex", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "cortex", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_cli_as_a_real_process_exit_codes_and_sentences(make_org: Callable[..., Organization], make_member: Callable[..., Membership]) -> None:
+def test_the_cli_as_a_real_process_exit_codes_and_sentences(
+    make_org: Callable[..., Organization], make_member: Callable[..., Membership]
+) -> None:
     org = make_org("realco")
     member = make_member(org, "Manager", email="rita@realco.test")
 

@@ -91,7 +91,9 @@ def test_finished_jobs_and_the_transcripts_sent_to_them_are_deleted_after_the_re
 
     settings.CORTEX_JOB_RETENTION_HOURS = 24
     assert run_job.apply(args=(str(job.pk),)).get() == "succeeded"
-    waiting = jobs.job_create(principal=principal_of(acme["employee"]), kind=Job.Kind.EXTRACT_DECISIONS, payload={"summary": "Old but queued."})
+    waiting = jobs.job_create(
+        principal=principal_of(acme["employee"]), kind=Job.Kind.EXTRACT_DECISIONS, payload={"summary": "Old but queued."}
+    )
     Job.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(days=3))
 
     assert purge_finished_jobs.apply().get() == 0  # finished a moment ago: kept, and its owner still sees it

@@ -27,7 +27,9 @@ def _recall_ids(client: Any, query: str, **extra: Any) -> list[str]:
 @pytest.mark.django_db
 def test_supersede_creates_a_new_version_linked_both_ways(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    old = _remember(client, title="Rate limit", content="The public API allows 100 requests per minute.", scope="engineering", tags=["api"])
+    old = _remember(
+        client, title="Rate limit", content="The public API allows 100 requests per minute.", scope="engineering", tags=["api"]
+    )
     response = client.post(f"/api/memories/{old['id']}/supersede", {"content": "The public API allows 250 requests per minute."})
     assert response.status_code == 201, response.content
     new = response.json()
@@ -50,13 +52,17 @@ def test_superseding_twice_is_a_conflict(acme: dict[str, Any], api: Any) -> None
     client = api(acme["employee"])
     old = _remember(client, content="Standup at 9:30.")
     assert client.post(f"/api/memories/{old['id']}/supersede", {"content": "Standup at 10:00."}).status_code == 201
-    assert_envelope(client.post(f"/api/memories/{old['id']}/supersede", {"content": "Standup at 11:00."}), 409, "MEMORY_NOT_ACTIVE")
+    assert_envelope(
+        client.post(f"/api/memories/{old['id']}/supersede", {"content": "Standup at 11:00."}), 409, "MEMORY_NOT_ACTIVE"
+    )
 
 
 @pytest.mark.django_db
 def test_only_writers_can_supersede_and_outsiders_get_404(acme: dict[str, Any], outsider: Any, api: Any) -> None:
     memory = _remember(api(acme["employee"]), content="Engineering owns the dock firmware.", scope="engineering")
-    assert_envelope(api(acme["contractor"]).post(f"/api/memories/{memory['id']}/supersede", {"content": "x"}), 403, "MEMORY_NOT_WRITABLE")
+    assert_envelope(
+        api(acme["contractor"]).post(f"/api/memories/{memory['id']}/supersede", {"content": "x"}), 403, "MEMORY_NOT_WRITABLE"
+    )
     foreign = api(outsider).post(f"/api/memories/{memory['id']}/supersede", {"content": "x"})
     missing = api(outsider).post("/api/memories/00000000-0000-0000-0000-000000000000/supersede", {"content": "x"})
     assert assert_envelope(foreign, 404, "NOT_FOUND")["message"] == assert_envelope(missing, 404, "NOT_FOUND")["message"]
@@ -75,7 +81,9 @@ def test_supersede_into_an_unwritable_scope_is_refused_and_old_stays_active(acme
 @pytest.mark.django_db
 def test_redact_replaces_content_deletes_chunks_and_keeps_provenance(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    memory = _remember(client, title="Customer password", content="Initech admin password is hunter2.", scope="engineering", tags=["oops"])
+    memory = _remember(
+        client, title="Customer password", content="Initech admin password is hunter2.", scope="engineering", tags=["oops"]
+    )
     response = client.post(f"/api/memories/{memory['id']}/redact", {"reason": "Contained a credential"})
     assert response.status_code == 200, response.content
     body = response.json()
@@ -107,7 +115,9 @@ def test_redact_requires_a_reason_and_happens_once(acme: dict[str, Any], api: An
 def test_who_may_redact(acme: dict[str, Any], api: Any, outsider: Any) -> None:
     # Written by the manager in engineering; the contractor reads engineering but cannot write it.
     memory = _remember(api(acme["manager"]), content="Sprint goal: ship the dock API.", scope="engineering")
-    assert_envelope(api(acme["contractor"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACT_NOT_ALLOWED")
+    assert_envelope(
+        api(acme["contractor"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACT_NOT_ALLOWED"
+    )
     assert_envelope(api(outsider).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 404, "NOT_FOUND")
     # A writer of the scope who is not the author may.
     assert api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "obsolete"}).status_code == 200
@@ -119,7 +129,9 @@ def test_author_may_redact_after_losing_write_access(acme: dict[str, Any], api: 
 
     client = api(acme["employee"])
     memory = _remember(client, content="My own note in engineering.", scope="engineering")
-    ScopeGrant.objects.filter(membership=acme["employee"], scope=Scope.objects.get(organization=acme["org"], slug="engineering")).update(can_write=False)
+    ScopeGrant.objects.filter(
+        membership=acme["employee"], scope=Scope.objects.get(organization=acme["org"], slug="engineering")
+    ).update(can_write=False)
     assert api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "mine"}).status_code == 200
 
 
@@ -159,7 +171,9 @@ def test_deleting_a_superseded_version_unlinks_the_chain(acme: dict[str, Any], a
 def test_patch_changes_metadata_and_keeps_chunks_in_step(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["manager"])
     memory = _remember(client, title="Pricing", content="Pathfinder lists at $48,000 per unit.", scope="sales")
-    response = client.patch(f"/api/memories/{memory['id']}", {"tags": ["pricing", "pathfinder"], "category": "policy", "clearance_min": "Manager"})
+    response = client.patch(
+        f"/api/memories/{memory['id']}", {"tags": ["pricing", "pathfinder"], "category": "policy", "clearance_min": "Manager"}
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["tags"] == ["pricing", "pathfinder"] and body["category"] == "policy" and body["clearance_min"] == "Manager"

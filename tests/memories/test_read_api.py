@@ -81,7 +81,9 @@ def test_detail_has_chunk_count_history_and_citation(acme: dict[str, Any], api: 
     memory = _remember(client, title="Dock firmware", content=long, source_url="https://wiki.acme.test/dock")
     body = client.get(f"/api/memories/{memory['id']}").json()
     assert body["chunk_count"] > 1
-    assert body["history"] == [{"id": memory["id"], "title": "Dock firmware", "status": "active", "valid_from": memory["valid_from"]}]
+    assert body["history"] == [
+        {"id": memory["id"], "title": "Dock firmware", "status": "active", "valid_from": memory["valid_from"]}
+    ]
     assert body["citation"]["source_url"] == "https://wiki.acme.test/dock"
     assert body["conflicts"] == []
 
@@ -90,7 +92,9 @@ def test_detail_has_chunk_count_history_and_citation(acme: dict[str, Any], api: 
 def test_history_hides_versions_the_reader_cannot_see(acme: dict[str, Any], api: Any) -> None:
     exec_client = api(acme["exec"])
     v1 = _remember(exec_client, content="Budget is $1M.", scope="engineering")
-    v2 = exec_client.post(f"/api/memories/{v1['id']}/supersede", {"content": "Budget is $2M (board only).", "clearance_min": "Executive"}).json()
+    v2 = exec_client.post(
+        f"/api/memories/{v1['id']}/supersede", {"content": "Budget is $2M (board only).", "clearance_min": "Executive"}
+    ).json()
     history = api(acme["employee"]).get(f"/api/memories/{v1['id']}").json()["history"]
     assert [h["id"] for h in history] == [v1["id"]]
     assert v2["id"] not in str(api(acme["employee"]).get("/api/memories", {"status": "all"}).json())

@@ -77,7 +77,9 @@ def test_no_api_read_returns_a_forbidden_memory(people: list[dict[str, Any]], me
     writers = [
         Principal(
             tenancy.member_add(
-                organization=org, email=f"w{_world}-writer{i}@example.test", clearance="Executive",
+                organization=org,
+                email=f"w{_world}-writer{i}@example.test",
+                clearance="Executive",
             )
         )
         for i, org in enumerate(orgs)
@@ -103,7 +105,11 @@ def test_no_api_read_returns_a_forbidden_memory(people: list[dict[str, Any]], me
             ),
         ).memory
         if spec["fate"] == "superseded":
-            memory_supersede(principal=writer, memory_id=created.pk, changes={"content": f"{' '.join(spec['words'])} revised {n} world {_world}"})
+            memory_supersede(
+                principal=writer,
+                memory_id=created.pk,
+                changes={"content": f"{' '.join(spec['words'])} revised {n} world {_world}"},
+            )
         elif spec["fate"] == "redacted":
             memory_redact(principal=writer, memory_id=created.pk, reason="property test")
 
@@ -114,7 +120,9 @@ def test_no_api_read_returns_a_forbidden_memory(people: list[dict[str, Any]], me
         for scope_index, can_write in spec["grants"]:
             tenancy.grant_set(membership=membership, scope=scopes[spec["home"]][scope_index + 1], can_write=can_write)
         readable_now = Principal(Membership.objects.get(pk=membership.pk))
-        token_slugs = sorted({scopes[spec["home"]][i].slug for i in spec["token_scopes"]} & {s.slug for s in readable_now.readable_scopes()})
+        token_slugs = sorted(
+            {scopes[spec["home"]][i].slug for i in spec["token_scopes"]} & {s.slug for s in readable_now.readable_scopes()}
+        )
         token, secret = tenancy.token_create(membership=membership, name="prop", scope_slugs=token_slugs)
         token_scope_ids = set(token.scopes.values_list("id", flat=True))
         client = ApiClient(secret)

@@ -36,7 +36,13 @@ def _results(client: Any, query: str, **extra: Any) -> list[dict[str, Any]]:
 @pytest.mark.django_db
 def test_result_shape_and_score_formula(acme: dict[str, Any], api: Any, settings: Any) -> None:
     client = api(acme["employee"])
-    _remember(client, title="Dock API retries", content="The Dock API client retries three times with jittered backoff.", scope="engineering", valid_from=_ago(30))
+    _remember(
+        client,
+        title="Dock API retries",
+        content="The Dock API client retries three times with jittered backoff.",
+        scope="engineering",
+        valid_from=_ago(30),
+    )
     response = client.post("/api/recall", {"query": "dock api retries"})
     body = response.json()
     assert set(body) == {"results", "took_ms"}
@@ -69,7 +75,12 @@ def test_strong_exact_old_match_beats_recent_loosely_related_ones(acme: dict[str
         valid_from=_ago(400),
     )
     for i in range(12):
-        _remember(client, title=f"Weekly update {i}", content=f"Team notes {i}: the firmware team met; lunch was pizza; planning for week {i}.", valid_from=_ago(i % 3))
+        _remember(
+            client,
+            title=f"Weekly update {i}",
+            content=f"Team notes {i}: the firmware team met; lunch was pizza; planning for week {i}.",
+            valid_from=_ago(i % 3),
+        )
     results = _results(client, "pathfinder firmware rollback procedure", limit=5)
     assert results[0]["memory"]["id"] == exact["id"]
     assert results[0]["recency"] < 0.01
@@ -78,8 +89,19 @@ def test_strong_exact_old_match_beats_recent_loosely_related_ones(acme: dict[str
 @pytest.mark.django_db
 def test_among_equally_relevant_memories_the_newer_ranks_first(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    older = _remember(client, title="On-call rotation", content="The SRE on-call rotation is weekly, handing over on Mondays.", scope="engineering", valid_from=_ago(200))
-    newer = _remember(client, title="On-call rotation", content="The SRE on-call rotation is weekly, handing over on Mondays.", valid_from=_ago(5))
+    older = _remember(
+        client,
+        title="On-call rotation",
+        content="The SRE on-call rotation is weekly, handing over on Mondays.",
+        scope="engineering",
+        valid_from=_ago(200),
+    )
+    newer = _remember(
+        client,
+        title="On-call rotation",
+        content="The SRE on-call rotation is weekly, handing over on Mondays.",
+        valid_from=_ago(5),
+    )
     results = _results(client, "SRE on-call rotation")
     assert [r["memory"]["id"] for r in results[:2]] == [newer["id"], older["id"]]
     assert results[0]["relevance"] == pytest.approx(results[1]["relevance"], abs=1e-6)
@@ -88,7 +110,9 @@ def test_among_equally_relevant_memories_the_newer_ranks_first(acme: dict[str, A
 @pytest.mark.django_db
 def test_exact_identifier_is_found(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    target = _remember(client, content="PLAT-1423: dock handshake times out with E_DOCK_TIMEOUT after the 4.2 upgrade.", scope="engineering")
+    target = _remember(
+        client, content="PLAT-1423: dock handshake times out with E_DOCK_TIMEOUT after the 4.2 upgrade.", scope="engineering"
+    )
     _remember(client, content="PLAT-1432: update the dashboard colours.", scope="engineering")
     _remember(client, content="Dock handshakes are slow on Mondays.", scope="engineering")
     assert _results(client, "E_DOCK_TIMEOUT")[0]["memory"]["id"] == target["id"]
@@ -105,8 +129,14 @@ def test_unrelated_memories_are_not_returned(acme: dict[str, Any], api: Any) -> 
 @pytest.mark.django_db
 def test_buried_fact_in_a_long_document_is_found_with_its_chunk_as_snippet(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    filler = "\n\n".join(f"Section {i}. The warehouse team reviews shelving layouts and pallet flows every quarter." for i in range(40))
-    doc = _remember(client, title="Warehouse handbook", content=filler + "\n\nThe fire marshal inspection code is FM-7731 and happens every March.\n\n" + filler)
+    filler = "\n\n".join(
+        f"Section {i}. The warehouse team reviews shelving layouts and pallet flows every quarter." for i in range(40)
+    )
+    doc = _remember(
+        client,
+        title="Warehouse handbook",
+        content=filler + "\n\nThe fire marshal inspection code is FM-7731 and happens every March.\n\n" + filler,
+    )
     hit = _results(client, "fire marshal inspection code")[0]
     assert hit["memory"]["id"] == doc["id"]
     assert hit["chunk_index"] > 0
@@ -116,7 +146,10 @@ def test_buried_fact_in_a_long_document_is_found_with_its_chunk_as_snippet(acme:
 @pytest.mark.django_db
 def test_memory_appears_once_even_when_many_chunks_match(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    content = "\n\n".join(f"Robot battery swap procedure step {i}: remove the battery, check the battery contacts, insert the new battery." for i in range(30))
+    content = "\n\n".join(
+        f"Robot battery swap procedure step {i}: remove the battery, check the battery contacts, insert the new battery."
+        for i in range(30)
+    )
     doc = _remember(client, title="Battery swap", content=content)
     ids = [r["memory"]["id"] for r in _results(client, "battery swap procedure")]
     assert ids.count(doc["id"]) == 1
@@ -125,7 +158,14 @@ def test_memory_appears_once_even_when_many_chunks_match(acme: dict[str, Any], a
 @pytest.mark.django_db
 def test_filters_scopes_category_tags_source(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["manager"])
-    eng = _remember(client, content="Deploy window is Tuesday.", scope="engineering", category="policy", tags=["deploy", "ops"], source="GitHub")
+    eng = _remember(
+        client,
+        content="Deploy window is Tuesday.",
+        scope="engineering",
+        category="policy",
+        tags=["deploy", "ops"],
+        source="GitHub",
+    )
     sales = _remember(client, content="Deploy the new pricing Tuesday.", scope="sales", category="decision", tags=["deploy"])
     ids = lambda **f: {r["memory"]["id"] for r in _results(client, "deploy tuesday", **f)}  # noqa: E731
     assert ids() == {eng["id"], sales["id"]}
@@ -146,7 +186,9 @@ def test_unreadable_scope_filter_is_unknown_like_a_missing_one(acme: dict[str, A
 @pytest.mark.django_db
 def test_as_of_sees_the_past_validity_window(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    past = _remember(client, content="The VPN vendor is AnyConnect.", valid_from="2023-01-01T00:00:00Z", valid_until="2024-06-01T00:00:00Z")
+    past = _remember(
+        client, content="The VPN vendor is AnyConnect.", valid_from="2023-01-01T00:00:00Z", valid_until="2024-06-01T00:00:00Z"
+    )
     current = _remember(client, content="The VPN vendor is Tailscale.", valid_from="2024-06-01T00:00:00Z")
     assert [r["memory"]["id"] for r in _results(client, "VPN vendor")] == [current["id"]]
     then = [r["memory"]["id"] for r in _results(client, "VPN vendor", as_of="2024-01-01T00:00:00Z")]
@@ -155,10 +197,15 @@ def test_as_of_sees_the_past_validity_window(acme: dict[str, Any], api: Any) -> 
 
 @pytest.mark.django_db
 def test_clearance_and_scope_filter_what_each_person_recalls(acme: dict[str, Any], outsider: Any, api: Any) -> None:
-    top = _remember(api(acme["exec"]), content="Acquisition of Initech closes in May.", scope="engineering", clearance_min="Executive")
+    top = _remember(
+        api(acme["exec"]), content="Acquisition of Initech closes in May.", scope="engineering", clearance_min="Executive"
+    )
     open_ = _remember(api(acme["exec"]), content="Initech integration starts with the dock API.", scope="engineering")
     sales = _remember(api(acme["exec"]), content="Initech renewal is worth $2M.", scope="sales")
-    seen = {name: {r["memory"]["id"] for r in _results(api(acme[name]), "Initech")} for name in ("exec", "manager", "employee", "contractor")}
+    seen = {
+        name: {r["memory"]["id"] for r in _results(api(acme[name]), "Initech")}
+        for name in ("exec", "manager", "employee", "contractor")
+    }
     assert seen["exec"] == {top["id"], open_["id"], sales["id"]}
     assert seen["manager"] == {open_["id"], sales["id"]}
     assert seen["employee"] == {open_["id"]}
@@ -209,7 +256,9 @@ def test_bad_recall_input(body: dict[str, Any], code: str, acme: dict[str, Any],
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("force_hnsw", [False, True])
-def test_filtered_recall_is_complete_when_the_principal_sees_two_percent(force_hnsw: bool, make_org: Any, make_member: Any, make_scope: Any) -> None:
+def test_filtered_recall_is_complete_when_the_principal_sees_two_percent(
+    force_hnsw: bool, make_org: Any, make_member: Any, make_scope: Any
+) -> None:
     """245 memories in a scope the principal cannot read, 5 in one it can: asking for 5 returns all 5, also when
     the HNSW index is forced (its ef_search of 100 would hold ~2 visible chunks without iterative scans)."""
     org = make_org()
@@ -220,7 +269,9 @@ def test_filtered_recall_is_complete_when_the_principal_sees_two_percent(force_h
     visible_ids = set()
     for i in range(250):
         scope = "visible" if i % 50 == 7 else "hidden"
-        draft = MemoryDraft(content=f"Robot fleet status report number {i}: battery health, dock usage and maintenance notes.", scope=scope)
+        draft = MemoryDraft(
+            content=f"Robot fleet status report number {i}: battery health, dock usage and maintenance notes.", scope=scope
+        )
         memory = memory_create(principal=writer, draft=draft).memory
         if scope == "visible":
             visible_ids.add(memory.pk)
@@ -290,10 +341,18 @@ def test_scopes_listing_for_recall_clients(acme: dict[str, Any], api: Any) -> No
 @pytest.mark.django_db
 def test_a_match_on_an_earlier_version_leads_to_the_current_one(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    old = _remember(client, title="Support tooling", content="All customer tickets live in Zendesk; phone calls are logged by hand.", valid_from=_ago(400))
+    old = _remember(
+        client,
+        title="Support tooling",
+        content="All customer tickets live in Zendesk; phone calls are logged by hand.",
+        valid_from=_ago(400),
+    )
     new = client.post(
         f"/api/memories/{old['id']}/supersede",
-        {"title": "Support moved to Freshdesk", "content": "We are live on Freshdesk now; macros were migrated and phones are built in."},
+        {
+            "title": "Support moved to Freshdesk",
+            "content": "We are live on Freshdesk now; macros were migrated and phones are built in.",
+        },
     ).json()
 
     results = _results(client, "where do customer tickets live")
@@ -304,19 +363,33 @@ def test_a_match_on_an_earlier_version_leads_to_the_current_one(acme: dict[str, 
     assert "Freshdesk" in results[0]["snippet"]
     # Without an earlier version in play, the field is null.
     plain = _remember(client, content="The office coffee machine is descaled every Friday.")
-    assert [(r["memory"]["id"], r["earlier_version"]) for r in _results(client, "coffee machine descaled")] == [(plain["id"], None)]
+    assert [(r["memory"]["id"], r["earlier_version"]) for r in _results(client, "coffee machine descaled")] == [
+        (plain["id"], None)
+    ]
 
 
 @pytest.mark.django_db
-def test_an_earlier_version_leads_only_where_the_reader_may_follow(acme: dict[str, Any], api: Any, outsider: Any, principal_of: Any) -> None:
+def test_an_earlier_version_leads_only_where_the_reader_may_follow(
+    acme: dict[str, Any], api: Any, outsider: Any, principal_of: Any
+) -> None:
     from memories.services.memories import memory_supersede_with_existing
 
-    public_old = _remember(api(acme["exec"]), content="Visitor badges are printed at the front desk on floor 1.", scope="public-docs")
+    public_old = _remember(
+        api(acme["exec"]), content="Visitor badges are printed at the front desk on floor 1.", scope="public-docs"
+    )
     sales_new = _remember(api(acme["exec"]), content="Reception now hands out QR passes from the lobby kiosk.", scope="sales")
-    memory_supersede_with_existing(loser_id=public_old["id"], winner_id=sales_new["id"], actor=principal_of(acme["exec"]).actor, reason="test")
-    secret_old = _remember(api(acme["exec"]), content="Parking permits for the Smallman lot come from Lena in facilities.", scope="sales")
-    public_new = _remember(api(acme["exec"]), content="Questions about the building go to the workplace team.", scope="public-docs")
-    memory_supersede_with_existing(loser_id=secret_old["id"], winner_id=public_new["id"], actor=principal_of(acme["exec"]).actor, reason="test")
+    memory_supersede_with_existing(
+        loser_id=public_old["id"], winner_id=sales_new["id"], actor=principal_of(acme["exec"]).actor, reason="test"
+    )
+    secret_old = _remember(
+        api(acme["exec"]), content="Parking permits for the Smallman lot come from Lena in facilities.", scope="sales"
+    )
+    public_new = _remember(
+        api(acme["exec"]), content="Questions about the building go to the workplace team.", scope="public-docs"
+    )
+    memory_supersede_with_existing(
+        loser_id=secret_old["id"], winner_id=public_new["id"], actor=principal_of(acme["exec"]).actor, reason="test"
+    )
 
     # The contractor reads the old badge note but not its sales successor: nothing to show.
     assert _results(api(acme["contractor"]), "visitor badges printed front desk") == []
@@ -336,7 +409,10 @@ def test_many_earlier_versions_do_not_crowd_other_memories_out(acme: dict[str, A
     client = api(acme["employee"])
     item = _remember(client, content="Deploy window: production deploys happen on Tuesday afternoons, revision 0.")
     for revision in range(1, 46):
-        item = client.post(f"/api/memories/{item['id']}/supersede", {"content": f"Deploy window: production deploys happen on Tuesday afternoons, revision {revision}."}).json()
+        item = client.post(
+            f"/api/memories/{item['id']}/supersede",
+            {"content": f"Deploy window: production deploys happen on Tuesday afternoons, revision {revision}."},
+        ).json()
     others = [
         _remember(client, content="Deploy checklist: production deploys need a green build and a rollback plan."),
         _remember(client, content="Deploy freeze: no production deploys during the last week of December."),

@@ -45,7 +45,6 @@ def run(*args: str) -> str:
     return out.getvalue()
 
 
-
 def column_type() -> str:
     with connection.cursor() as cursor:
         cursor.execute(

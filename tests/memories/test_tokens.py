@@ -121,7 +121,9 @@ def test_read_only_token_writes_nowhere(make_org: Any, make_member: Any, api: An
 
 
 @pytest.mark.django_db
-def test_a_narrowed_token_whose_scopes_are_deleted_reads_nothing_rather_than_everything(make_org: Any, make_member: Any, make_scope: Any, api: Any) -> None:
+def test_a_narrowed_token_whose_scopes_are_deleted_reads_nothing_rather_than_everything(
+    make_org: Any, make_member: Any, make_scope: Any, api: Any
+) -> None:
     from memories.models import Scope
 
     org = make_org()

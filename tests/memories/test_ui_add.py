@@ -16,9 +16,18 @@ from memories.models import Membership, Memory
 pytestmark = pytest.mark.django_db
 
 
-
 def note(**fields: Any) -> dict[str, Any]:
-    data = {"title": "", "content": "", "scope": "engineering", "category": "note", "tags": "", "clearance_min": "Contractor", "source_url": "", "valid_from": "", "valid_until": ""}
+    data = {
+        "title": "",
+        "content": "",
+        "scope": "engineering",
+        "category": "note",
+        "tags": "",
+        "clearance_min": "Contractor",
+        "source_url": "",
+        "valid_from": "",
+        "valid_until": "",
+    }
     data.update(fields)
     return data
 
@@ -36,17 +45,35 @@ def test_form_offers_only_writable_scopes_and_clearances_up_to_mine(acme: dict[s
     html = signed_in(acme["employee"]).get("/memories/new/").content.decode()
     assert select_options(html, "scope") == ["engineering", "public-docs"]  # not sales (no grant), not handbook (read-only)
     assert select_options(html, "clearance_min") == ["Contractor", "Employee"]
-    assert 'selected>Public docs' in html or re.search(r'<option value="public-docs" selected>', html)
+    assert "selected>Public docs" in html or re.search(r'<option value="public-docs" selected>', html)
     assert 'name="csrfmiddlewaretoken"' in html
     assert 'name="idempotency_key"' in html
     assert 'hx-post="/memories/preview/"' in html
-    for label in ("id_title", "id_content", "id_scope", "id_category", "id_tags", "id_clearance_min", "id_valid_from", "id_valid_until"):
+    for label in (
+        "id_title",
+        "id_content",
+        "id_scope",
+        "id_category",
+        "id_tags",
+        "id_clearance_min",
+        "id_valid_from",
+        "id_valid_until",
+    ):
         assert f'for="{label}"' in html, label
 
 
 def test_saving_a_note_stores_it_and_opens_it(acme: dict[str, Any]) -> None:
     client = signed_in(acme["employee"])
-    response = client.post("/memories/new/", note(title="On-call handover", content="Hand over at 09:00 with the **incident log**.", tags="oncall, process", category="Runbook", valid_from="2025-03-01T09:00"))
+    response = client.post(
+        "/memories/new/",
+        note(
+            title="On-call handover",
+            content="Hand over at 09:00 with the **incident log**.",
+            tags="oncall, process",
+            category="Runbook",
+            valid_from="2025-03-01T09:00",
+        ),
+    )
     assert response.status_code == 302
     memory = Memory.objects.get(title="On-call handover")
     assert response["Location"] == f"/memories/{memory.pk}/"
@@ -105,7 +132,9 @@ def test_a_failed_embed_keeps_the_form_filled_and_says_to_retry(acme: dict[str, 
     from cortex_site.embedded import free_port
 
     use_embedder("openai", OPENAI_API_KEY="sk-test", OPENAI_BASE_URL=f"http://127.0.0.1:{free_port()}/v1")
-    response = signed_in(acme["employee"]).post("/memories/new/", note(title="Retry me", content="Important text I do not want to lose."))
+    response = signed_in(acme["employee"]).post(
+        "/memories/new/", note(title="Retry me", content="Important text I do not want to lose.")
+    )
     assert response.status_code == 503
     html = response.content.decode()
     assert "embedding service is unavailable" in html and "try again" in html
@@ -125,7 +154,9 @@ def test_member_without_writable_scopes_is_told_how_to_get_one(make_org: Any, ma
 
 
 def test_markdown_preview_is_sanitised(acme: dict[str, Any]) -> None:
-    response = signed_in(acme["employee"]).post("/memories/preview/", {"content": "## Hi\n\n<img src=x onerror=alert(1)> [x](javascript:alert(1))"})
+    response = signed_in(acme["employee"]).post(
+        "/memories/preview/", {"content": "## Hi\n\n<img src=x onerror=alert(1)> [x](javascript:alert(1))"}
+    )
     assert response.status_code == 200
     html = response.content.decode()
     assert "<h3>Hi</h3>" in html
@@ -146,7 +177,14 @@ def test_meeting_brief_tab_appears_only_when_its_template_exists(acme: dict[str,
 
 
 def upload(client: Client, *files: SimpleUploadedFile, json: bool = False, **options: str) -> Any:
-    data: dict[str, Any] = {"scope": "engineering", "category": "document", "tags": "imported", "clearance_min": "Contractor", **options, "files": list(files)}
+    data: dict[str, Any] = {
+        "scope": "engineering",
+        "category": "document",
+        "tags": "imported",
+        "clearance_min": "Contractor",
+        **options,
+        "files": list(files),
+    }
     headers = {"Accept": "application/json"} if json else {}
     return client.post("/memories/upload/", data, headers=headers)
 
@@ -211,7 +249,9 @@ def test_upload_when_the_embedder_is_down_says_to_retry_that_file(acme: dict[str
 
 
 def test_upload_without_files_or_by_outsider(acme: dict[str, Any], outsider: Membership) -> None:
-    response = signed_in(acme["employee"]).post("/memories/upload/", {"scope": "engineering", "category": "document", "clearance_min": "Contractor"})
+    response = signed_in(acme["employee"]).post(
+        "/memories/upload/", {"scope": "engineering", "category": "document", "clearance_min": "Contractor"}
+    )
     assert response.status_code == 400 and "Choose at least one file." in response.content.decode()
     foreign = upload(signed_in(outsider), SimpleUploadedFile("a.txt", b"Into acme?"), json=True)
     assert foreign.status_code == 400  # engineering is not a scope of the outsider's organization

@@ -28,7 +28,6 @@ LIMIT_100 = "The public API rate limit is 100 requests per minute per API key."
 LIMIT_250 = "The public API rate limit is 250 requests per minute per API key."
 
 
-
 @pytest.fixture
 def write(principal_of: Any, django_capture_on_commit_callbacks: Any) -> Any:
     def write(membership: Any, content: str, **fields: Any) -> Memory:
@@ -47,7 +46,9 @@ def queued(acme: dict[str, Any], write: Any) -> Conflict:
 
 
 # -- conflicts -----------------------------------------------------------------------------------------
-def test_the_queue_lists_open_conflicts_and_the_detail_shows_both_sides_with_differences(acme: dict[str, Any], queued: Conflict) -> None:
+def test_the_queue_lists_open_conflicts_and_the_detail_shows_both_sides_with_differences(
+    acme: dict[str, Any], queued: Conflict
+) -> None:
     client = signed_in(acme["employee"])
     page = client.get("/conflicts/").content.decode()
     assert f"/conflicts/{queued.pk}/" in page and "Contradiction" in page and "Policy: manual" in page
@@ -59,10 +60,16 @@ def test_the_queue_lists_open_conflicts_and_the_detail_shows_both_sides_with_dif
 
 def test_resolving_in_the_browser_supersedes_keeps_dissent_and_is_audited(acme: dict[str, Any], queued: Conflict) -> None:
     client = signed_in(acme["manager"])
-    response = client.post(f"/conflicts/{queued.pk}/resolve/", {"resolution": "keep_existing", "note": "100 is the contract figure"})
+    response = client.post(
+        f"/conflicts/{queued.pk}/resolve/", {"resolution": "keep_existing", "note": "100 is the contract figure"}
+    )
     assert response.status_code == 302
     queued.refresh_from_db()
-    assert (queued.status, queued.resolution, queued.resolved_by_user_id) == ("resolved", "keep_existing", acme["manager"].user_id)
+    assert (queued.status, queued.resolution, queued.resolved_by_user_id) == (
+        "resolved",
+        "keep_existing",
+        acme["manager"].user_id,
+    )
     assert Memory.objects.get(pk=queued.new_memory_id).status == "superseded"
     page = client.get(f"/conflicts/{queued.pk}/").content.decode()
     assert "Dissent" in page and "250 requests" in page and "100 is the contract figure" in page
@@ -133,14 +140,21 @@ def test_the_add_page_has_the_meeting_brief_tab_with_the_form(acme: dict[str, An
 def test_extract_tick_and_save_a_brief_from_a_docx_transcript(acme: dict[str, Any]) -> None:
     client = signed_in(acme["employee"])
     docx = make_docx(DECISION_LINES, title="Pricing review")
-    fragment = client.post("/briefs/extract/", {"summary": PLATFORM_SUMMARY, "file": SimpleUploadedFile("pricing.docx", docx)}).content.decode()
+    fragment = client.post(
+        "/briefs/extract/", {"summary": PLATFORM_SUMMARY, "file": SimpleUploadedFile("pricing.docx", docx)}
+    ).content.decode()
     assert "Rule-based" in fragment and "The Starter tier stays at $49 per month." in fragment
-    values = [json.loads(v.replace("&quot;", '"').replace("&#x27;", "'").replace("&amp;", "&")) for v in re.findall(r'name="decision" value="([^"]*)"', fragment)]
+    values = [
+        json.loads(v.replace("&quot;", '"').replace("&#x27;", "'").replace("&amp;", "&"))
+        for v in re.findall(r'name="decision" value="([^"]*)"', fragment)
+    ]
     assert len(values) == 4  # three in the transcript, one in the summary
     found = re.search(r'<textarea name="transcript" hidden aria-hidden="true">\n(.*?)</textarea>', fragment, re.S)
     assert found is not None
     transcript = found.group(1)
-    transcript = transcript.replace("&#x27;", "'").replace("&amp;", "&").replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    transcript = (
+        transcript.replace("&#x27;", "'").replace("&amp;", "&").replace("&quot;", '"').replace("&lt;", "<").replace("&gt;", ">")
+    )
     kept = [json.dumps(v) for v in values if "discount" not in v["text"]]
 
     response = client.post(
@@ -160,14 +174,26 @@ def test_extract_tick_and_save_a_brief_from_a_docx_transcript(acme: dict[str, An
     memory = Memory.objects.get(category="meeting")
     assert response["Location"] == f"/memories/{memory.pk}/"
     assert memory.content.index("## Summary") < memory.content.index("## Decisions") < memory.content.index("## Transcript")
-    assert "- The Starter tier stays at $49 per month." in memory.content and "discount for annual" not in memory.content.split("## Transcript")[0]
+    assert (
+        "- The Starter tier stays at $49 per month." in memory.content
+        and "discount for annual" not in memory.content.split("## Transcript")[0]
+    )
     assert "Attendees: Ana, Bo, Chen" in memory.content
 
 
 def test_a_decision_not_grounded_in_the_text_is_refused_on_save(acme: dict[str, Any]) -> None:
-    invented = json.dumps({"text": "Hire two SREs.", "quote": "We agreed to hire two SREs.", "source": "summary", "start": 0, "end": 27})
+    invented = json.dumps(
+        {"text": "Hire two SREs.", "quote": "We agreed to hire two SREs.", "source": "summary", "start": 0, "end": 27}
+    )
     response = signed_in(acme["employee"]).post(
-        "/briefs/new/", {"title": "Sync", "scope": "public-docs", "clearance_min": "Contractor", "summary": "Short sync, nothing decided.", "decision": [invented]}
+        "/briefs/new/",
+        {
+            "title": "Sync",
+            "scope": "public-docs",
+            "clearance_min": "Contractor",
+            "summary": "Short sync, nothing decided.",
+            "decision": [invented],
+        },
     )
     assert response.status_code == 400
     assert "not grounded" in response.content.decode()
@@ -181,7 +207,9 @@ def test_extraction_errors_come_back_as_a_message(acme: dict[str, Any]) -> None:
     assert "cannot be imported" in page
 
 
-def test_a_job_polled_by_someone_else_is_a_404(acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any) -> None:
+def test_a_job_polled_by_someone_else_is_a_404(
+    acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
+) -> None:
     from memories.services.briefs import decisions_extract_start
 
     with django_capture_on_commit_callbacks(execute=False):

@@ -19,15 +19,26 @@ from memories.services.memories import memory_redact
 pytestmark = pytest.mark.django_db
 
 
-
-
-
 @pytest.fixture
 def stocked(acme: dict[str, Any]) -> dict[str, Any]:
     remember(acme["employee"], "Rate limits are 1,200 rpm.", title="Rate limits", scope="engineering", source="GitHub")
     remember(acme["employee"], "Deploys freeze on Fridays.", title="Deploy freeze", scope="engineering", source="Slack")
-    remember(acme["manager"], "Discounts need VP sign-off.", title="Discount rule", scope="sales", source="Slack", clearance_min="Manager")
-    remember(acme["exec"], "Acquisition talks paused.", title="Board secret", scope="engineering", source="Gmail", clearance_min="Executive")
+    remember(
+        acme["manager"],
+        "Discounts need VP sign-off.",
+        title="Discount rule",
+        scope="sales",
+        source="Slack",
+        clearance_min="Manager",
+    )
+    remember(
+        acme["exec"],
+        "Acquisition talks paused.",
+        title="Board secret",
+        scope="engineering",
+        source="Gmail",
+        clearance_min="Executive",
+    )
     gone = remember(acme["employee"], "Customer phone numbers.", title="Leaked list", scope="engineering")
     memory_redact(principal=principal(acme["employee"]), memory_id=gone.pk, reason="personal data")
     return acme

@@ -22,16 +22,20 @@ from memories.services.memories import memory_patch, memory_redact, memory_super
 pytestmark = pytest.mark.django_db
 
 
-
-
-
 def html_of(response: Any) -> str:
     return response.content.decode()
 
 
 @pytest.fixture
 def secret(acme: dict[str, Any]) -> Memory:
-    return remember(acme["exec"], "Acquisition talks with Initech are paused until the audit closes.", title="Board: acquisition paused", scope="engineering", clearance_min="Executive", tags=["board"])
+    return remember(
+        acme["exec"],
+        "Acquisition talks with Initech are paused until the audit closes.",
+        title="Board: acquisition paused",
+        scope="engineering",
+        clearance_min="Executive",
+        tags=["board"],
+    )
 
 
 @pytest.fixture
@@ -67,9 +71,17 @@ def test_list_shows_each_memory_with_its_badges(acme: dict[str, Any], policy: Me
     assert 'href="/memories/?tag=api"' in html and 'href="/memories/?tag=security"' in html
 
 
-def test_contractor_never_sees_an_executive_memory_in_the_list_or_search(acme: dict[str, Any], secret: Memory, policy: Memory) -> None:
+def test_contractor_never_sees_an_executive_memory_in_the_list_or_search(
+    acme: dict[str, Any], secret: Memory, policy: Memory
+) -> None:
     contractor = signed_in(acme["contractor"])
-    for path in ("/memories/", "/memories/?status=all", "/memories/?q=acquisition+Initech+audit", "/memories/?q=board&scope=engineering", "/memories/?tag=board"):
+    for path in (
+        "/memories/",
+        "/memories/?status=all",
+        "/memories/?q=acquisition+Initech+audit",
+        "/memories/?q=board&scope=engineering",
+        "/memories/?tag=board",
+    ):
         html = html_of(contractor.get(path))
         assert "Board: acquisition paused" not in html and "are paused until" not in html, path
         assert str(secret.pk) not in html, path
@@ -90,8 +102,23 @@ def test_outsider_sees_nothing_of_another_organization(acme: dict[str, Any], out
 
 
 def test_filters_narrow_the_list(acme: dict[str, Any], policy: Memory) -> None:
-    remember(acme["employee"], "Deploys freeze on Fridays after 3pm.", title="Deploy freeze", scope="engineering", category="decision", source="Slack", tags=["deploys"])
-    remember(acme["manager"], "Discounts above 20% need VP sign-off.", title="Discount rule", scope="sales", category="policy", author_name="Priya Raman")
+    remember(
+        acme["employee"],
+        "Deploys freeze on Fridays after 3pm.",
+        title="Deploy freeze",
+        scope="engineering",
+        category="decision",
+        source="Slack",
+        tags=["deploys"],
+    )
+    remember(
+        acme["manager"],
+        "Discounts above 20% need VP sign-off.",
+        title="Discount rule",
+        scope="sales",
+        category="policy",
+        author_name="Priya Raman",
+    )
     client = signed_in(acme["manager"])
 
     def titles(query: str) -> set[str]:
@@ -117,7 +144,11 @@ def test_filter_controls_offer_only_what_the_reader_can_see(acme: dict[str, Any]
 
 
 def test_status_filter_shows_history(acme: dict[str, Any], policy: Memory) -> None:
-    newer = memory_supersede(principal=principal(acme["employee"]), memory_id=policy.pk, changes={"content": "Rate limit: 2,000 requests per minute per token."}).memory
+    newer = memory_supersede(
+        principal=principal(acme["employee"]),
+        memory_id=policy.pk,
+        changes={"content": "Rate limit: 2,000 requests per minute per token."},
+    ).memory
     client = signed_in(acme["employee"])
     active = html_of(client.get("/memories/"))
     assert f"/memories/{newer.pk}/" in active and f"/memories/{policy.pk}/" not in active
@@ -128,7 +159,9 @@ def test_status_filter_shows_history(acme: dict[str, Any], policy: Memory) -> No
 
 def test_cursor_pages_load_more_through_htmx(acme: dict[str, Any]) -> None:
     for n in range(25):
-        remember(acme["employee"], f"Note number {n} about the release train.", title=f"Release note {n:02d}", scope="engineering")
+        remember(
+            acme["employee"], f"Note number {n} about the release train.", title=f"Release note {n:02d}", scope="engineering"
+        )
     client = signed_in(acme["employee"])
     first = html_of(client.get("/memories/"))
     assert first.count('class="item-title item-link-cover"') == 20
@@ -155,8 +188,15 @@ def test_a_cursor_that_is_not_ours_starts_at_the_top(acme: dict[str, Any], polic
 # -- search (recall) --------------------------------------------------------------------------------------
 
 
-def test_query_switches_to_ranked_recall_with_highlighted_snippets_and_score_breakdown(acme: dict[str, Any], policy: Memory) -> None:
-    remember(acme["employee"], "The cafeteria opens at 8am; breakfast is free on Fridays.", title="Cafeteria hours", scope="engineering")
+def test_query_switches_to_ranked_recall_with_highlighted_snippets_and_score_breakdown(
+    acme: dict[str, Any], policy: Memory
+) -> None:
+    remember(
+        acme["employee"],
+        "The cafeteria opens at 8am; breakfast is free on Fridays.",
+        title="Cafeteria hours",
+        scope="engineering",
+    )
     response = signed_in(acme["contractor"]).get("/memories/?q=rate+limiting")
     assert response.status_code == 200
     html = html_of(response)
@@ -170,8 +210,15 @@ def test_query_switches_to_ranked_recall_with_highlighted_snippets_and_score_bre
     assert "Cafeteria hours" not in html or html.index("Cafeteria hours") > first_result
 
 
-def test_a_search_matching_an_earlier_version_shows_the_current_one_and_says_why(acme: dict[str, Any], outsider: Membership) -> None:
-    old = remember(acme["employee"], "All customer tickets live in Zendesk; phone calls are logged by hand.", title="Support tooling", scope="engineering")
+def test_a_search_matching_an_earlier_version_shows_the_current_one_and_says_why(
+    acme: dict[str, Any], outsider: Membership
+) -> None:
+    old = remember(
+        acme["employee"],
+        "All customer tickets live in Zendesk; phone calls are logged by hand.",
+        title="Support tooling",
+        scope="engineering",
+    )
     new = memory_supersede(
         principal=principal(acme["employee"]),
         memory_id=old.pk,
@@ -187,7 +234,9 @@ def test_a_search_matching_an_earlier_version_shows_the_current_one_and_says_why
 
 
 def test_search_as_you_type_returns_only_the_results_fragment(acme: dict[str, Any], policy: Memory) -> None:
-    response = signed_in(acme["employee"]).get("/memories/?q=rate+limiting", headers={"HX-Request": "true", "HX-Target": "memory-results"})
+    response = signed_in(acme["employee"]).get(
+        "/memories/?q=rate+limiting", headers={"HX-Request": "true", "HX-Target": "memory-results"}
+    )
     html = html_of(response)
     assert response.status_code == 200
     assert "<html" not in html and 'class="shell"' not in html
@@ -195,7 +244,12 @@ def test_search_as_you_type_returns_only_the_results_fragment(acme: dict[str, An
 
 
 def test_snippets_escape_content_before_highlighting(acme: dict[str, Any]) -> None:
-    remember(acme["employee"], "Never paste <script>alert('x')</script> into the wiki; escaping matters.", title="Escaping rule", scope="engineering")
+    remember(
+        acme["employee"],
+        "Never paste <script>alert('x')</script> into the wiki; escaping matters.",
+        title="Escaping rule",
+        scope="engineering",
+    )
     html = html_of(signed_in(acme["employee"]).get("/memories/?q=escaping+script"))
     assert "<script>alert" not in html
     assert "&lt;<mark>script</mark>&gt;" in html
@@ -306,8 +360,17 @@ def test_edit_as_new_version_supersedes_and_both_show_the_chain(acme: dict[str, 
     assert "All external API endpoints" in form and 'value="api, security"' in form
     response = client.post(
         f"/memories/{policy.pk}/edit/",
-        {"title": "API rate limiting policy (2025)", "content": "Rate limit: 2,000 requests per minute per token.", "scope": "engineering",
-         "category": "policy", "tags": "api, security", "clearance_min": "Contractor", "source_url": "", "valid_from": "", "valid_until": ""},
+        {
+            "title": "API rate limiting policy (2025)",
+            "content": "Rate limit: 2,000 requests per minute per token.",
+            "scope": "engineering",
+            "category": "policy",
+            "tags": "api, security",
+            "clearance_min": "Contractor",
+            "source_url": "",
+            "valid_from": "",
+            "valid_until": "",
+        },
     )
     assert response.status_code == 302
     newer = Memory.objects.get(supersedes=policy)
@@ -324,7 +387,11 @@ def test_edit_as_new_version_supersedes_and_both_show_the_chain(acme: dict[str, 
 
 
 def test_chain_stops_at_a_version_the_reader_cannot_see(acme: dict[str, Any], policy: Memory) -> None:
-    hidden = memory_supersede(principal=principal(acme["manager"]), memory_id=policy.pk, changes={"content": "Manager-only revision.", "clearance_min": "Manager"}).memory
+    hidden = memory_supersede(
+        principal=principal(acme["manager"]),
+        memory_id=policy.pk,
+        changes={"content": "Manager-only revision.", "clearance_min": "Manager"},
+    ).memory
     html = html_of(signed_in(acme["contractor"]).get(f"/memories/{policy.pk}/"))
     assert str(hidden.pk) not in html and "Manager-only" not in html
     assert "This is the only version" in html
@@ -333,8 +400,16 @@ def test_chain_stops_at_a_version_the_reader_cannot_see(acme: dict[str, Any], po
 def test_bad_edit_keeps_the_values_and_shows_errors_inline(acme: dict[str, Any], policy: Memory) -> None:
     response = signed_in(acme["employee"]).post(
         f"/memories/{policy.pk}/edit/",
-        {"title": "Kept title", "content": "Kept content", "scope": "engineering", "category": "Not A Category!", "tags": "bad tag with spaces",
-         "clearance_min": "Contractor", "valid_from": "2025-01-02T10:00", "valid_until": "2024-01-01T10:00"},
+        {
+            "title": "Kept title",
+            "content": "Kept content",
+            "scope": "engineering",
+            "category": "Not A Category!",
+            "tags": "bad tag with spaces",
+            "clearance_min": "Contractor",
+            "valid_from": "2025-01-02T10:00",
+            "valid_until": "2024-01-01T10:00",
+        },
     )
     assert response.status_code == 400
     html = html_of(response)
@@ -382,7 +457,13 @@ def test_redacted_memory_is_already_redacted(acme: dict[str, Any], policy: Memor
 
 def test_pages_carry_csrf_on_every_form_and_no_inline_script(acme: dict[str, Any], policy: Memory) -> None:
     client = signed_in(acme["employee"])
-    for path in ("/memories/", f"/memories/{policy.pk}/", f"/memories/{policy.pk}/edit/", f"/memories/{policy.pk}/redact/", "/memories/?q=rate"):
+    for path in (
+        "/memories/",
+        f"/memories/{policy.pk}/",
+        f"/memories/{policy.pk}/edit/",
+        f"/memories/{policy.pk}/redact/",
+        "/memories/?q=rate",
+    ):
         html = html_of(client.get(path))
         for form in re.findall(r"<form\b[^>]*>.*?</form>", html, re.DOTALL):
             if 'method="post"' in form:
@@ -403,14 +484,26 @@ def test_posts_without_csrf_are_refused(acme: dict[str, Any], policy: Memory) ->
 # -- conflicts on the detail page ---------------------------------------------------------------------------
 
 
-def test_detail_lists_conflicts_only_when_the_reader_can_see_both_memories(acme: dict[str, Any], django_capture_on_commit_callbacks: Any) -> None:
+def test_detail_lists_conflicts_only_when_the_reader_can_see_both_memories(
+    acme: dict[str, Any], django_capture_on_commit_callbacks: Any
+) -> None:
     from memories.models import Conflict, Organization
 
     Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy=Organization.ConflictPolicy.MANUAL)
     with django_capture_on_commit_callbacks(execute=True):
-        older = remember(acme["manager"], "The public API rate limit is 100 requests per minute per API key.", title="Public API rate limit", scope="engineering")
+        older = remember(
+            acme["manager"],
+            "The public API rate limit is 100 requests per minute per API key.",
+            title="Public API rate limit",
+            scope="engineering",
+        )
     with django_capture_on_commit_callbacks(execute=True):
-        newer = remember(acme["employee"], "The public API rate limit is 250 requests per minute per API key.", title="Public API rate limit (new)", scope="engineering")
+        newer = remember(
+            acme["employee"],
+            "The public API rate limit is 250 requests per minute per API key.",
+            title="Public API rate limit (new)",
+            scope="engineering",
+        )
     conflict = Conflict.objects.get()
     assert {conflict.new_memory_id, conflict.existing_memory_id} == {older.pk, newer.pk}
 

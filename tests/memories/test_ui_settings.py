@@ -15,7 +15,6 @@ from memories.services.tenancy import token_authenticate, token_create
 pytestmark = pytest.mark.django_db
 
 
-
 def secret_on(html: str) -> str:
     match = re.search(r'id="new-secret" type="text" value="([^"]+)"', html)
     assert match, "the new secret is shown"
@@ -27,7 +26,9 @@ def secret_on(html: str) -> str:
 
 def test_creating_a_token_shows_the_secret_once_with_a_copy_button(acme: dict[str, Any]) -> None:
     client = signed_in(acme["employee"])
-    response = client.post("/settings/tokens/", {"name": "CI import", "scopes": ["engineering"], "read_only": "on", "expires": "2099-01-31"})
+    response = client.post(
+        "/settings/tokens/", {"name": "CI import", "scopes": ["engineering"], "read_only": "on", "expires": "2099-01-31"}
+    )
     assert response.status_code == 201
     assert response["Cache-Control"] == "no-store"
     html = response.content.decode()
@@ -113,7 +114,10 @@ def test_members_and_scopes_tabs_are_for_admins_only(acme: dict[str, Any]) -> No
     assert "Add a member" not in member.get("/settings/?tab=members").content.decode()
     for path, data in (
         ("/settings/members/", {"email": "x@example.test", "clearance": "Employee", "role": "member"}),
-        (f"/settings/members/{acme['contractor'].pk}/", {f"m{acme['contractor'].pk}-clearance": "Manager", f"m{acme['contractor'].pk}-role": "admin"}),
+        (
+            f"/settings/members/{acme['contractor'].pk}/",
+            {f"m{acme['contractor'].pk}-clearance": "Manager", f"m{acme['contractor'].pk}-role": "admin"},
+        ),
         (f"/settings/members/{acme['contractor'].pk}/remove/", {}),
         ("/settings/scopes/", {"slug": "legal", "visibility": "granted"}),
         ("/settings/scopes/sales/", {"visibility": "all_members"}),
@@ -130,7 +134,16 @@ def test_admin_adds_a_member_who_can_then_sign_in(acme: dict[str, Any]) -> None:
     admin = signed_in(acme["exec"])
     html = admin.get("/settings/?tab=members").content.decode()
     assert acme["contractor"].user.email in html and "Add a member" in html
-    response = admin.post("/settings/members/", {"email": "new.hire@example.test", "name": "New Hire", "clearance": "Employee", "role": "member", "password": "a-long-password-1"})
+    response = admin.post(
+        "/settings/members/",
+        {
+            "email": "new.hire@example.test",
+            "name": "New Hire",
+            "clearance": "Employee",
+            "role": "member",
+            "password": "a-long-password-1",
+        },
+    )
     assert response.status_code == 302
     membership = Membership.objects.get(user__email="new.hire@example.test", organization=acme["org"])
     assert membership.clearance_rank == 1
@@ -138,7 +151,9 @@ def test_admin_adds_a_member_who_can_then_sign_in(acme: dict[str, Any]) -> None:
 
 
 def test_admin_member_errors_are_inline(acme: dict[str, Any]) -> None:
-    response = signed_in(acme["exec"]).post("/settings/members/", {"email": acme["employee"].user.email, "clearance": "Employee", "role": "member"})
+    response = signed_in(acme["exec"]).post(
+        "/settings/members/", {"email": acme["employee"].user.email, "clearance": "Employee", "role": "member"}
+    )
     assert response.status_code == 400
     html = response.content.decode()
     assert 'id="id_email_error"' in html and "already a member" in html
@@ -166,7 +181,9 @@ def test_admin_updates_and_removes_members(acme: dict[str, Any]) -> None:
 
 def test_the_last_admin_cannot_demote_themselves(acme: dict[str, Any]) -> None:
     pk = acme["exec"].pk
-    response = signed_in(acme["exec"]).post(f"/settings/members/{pk}/", {f"m{pk}-clearance": "Executive", f"m{pk}-role": "member"}, follow=True)
+    response = signed_in(acme["exec"]).post(
+        f"/settings/members/{pk}/", {f"m{pk}-clearance": "Executive", f"m{pk}-role": "member"}, follow=True
+    )
     assert "at least one admin" in response.content.decode()
     assert Membership.objects.get(pk=pk).role == "admin"
 
@@ -183,7 +200,12 @@ def test_admin_creates_a_scope_and_grants_and_revokes_access(acme: dict[str, Any
     assert "legal" in html and acme["manager"].user.email in html
     assert admin.post("/settings/grants/revoke/", {"member": acme["manager"].pk, "scope": "legal"}).status_code == 302
     assert not ScopeGrant.objects.filter(pk=grant.pk).exists()
-    assert admin.post(f"/settings/scopes/{legal.slug}/", {f"s{legal.pk}-visibility": "all_members", f"s{legal.pk}-members_can_write": ""}).status_code == 302
+    assert (
+        admin.post(
+            f"/settings/scopes/{legal.slug}/", {f"s{legal.pk}-visibility": "all_members", f"s{legal.pk}-members_can_write": ""}
+        ).status_code
+        == 302
+    )
     legal.refresh_from_db()
     assert legal.visibility == "all_members" and legal.members_can_write is False
 
@@ -199,11 +221,16 @@ def test_admin_scope_errors_are_inline(acme: dict[str, Any]) -> None:
 def test_admins_cannot_reach_another_organizations_people_or_scopes(acme: dict[str, Any], outsider: Membership) -> None:
     foreign_admin = signed_in(outsider)
     pk = acme["contractor"].pk
-    assert foreign_admin.post(f"/settings/members/{pk}/", {f"m{pk}-clearance": "Executive", f"m{pk}-role": "admin"}).status_code == 404
+    assert (
+        foreign_admin.post(f"/settings/members/{pk}/", {f"m{pk}-clearance": "Executive", f"m{pk}-role": "admin"}).status_code
+        == 404
+    )
     assert foreign_admin.post(f"/settings/members/{pk}/remove/").status_code == 404
     assert foreign_admin.post("/settings/scopes/sales/", {"visibility": "all_members"}).status_code == 404
     assert foreign_admin.post("/settings/grants/", {"member": pk, "scope": "public-docs", "access": "write"}).status_code == 400
-    assert foreign_admin.post("/settings/grants/revoke/", {"member": acme["employee"].pk, "scope": "engineering"}).status_code == 404
+    assert (
+        foreign_admin.post("/settings/grants/revoke/", {"member": acme["employee"].pk, "scope": "engineering"}).status_code == 404
+    )
     html = foreign_admin.get("/settings/?tab=members").content.decode()
     assert acme["contractor"].user.email not in html
     assert Membership.objects.filter(pk=pk, role="member").exists()

@@ -26,7 +26,11 @@ class _Page(HTMLParser):
         self.tags.append((tag, {k: v or "" for k, v in attrs}))
 
     def find(self, tag: str, **wanted: str) -> list[dict[str, str]]:
-        return [attrs for t, attrs in self.tags if t == tag and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in wanted.items())]
+        return [
+            attrs
+            for t, attrs in self.tags
+            if t == tag and all(attrs.get(k.rstrip("_").replace("_", "-")) == v for k, v in wanted.items())
+        ]
 
 
 def parse(response: Any) -> _Page:
@@ -139,7 +143,7 @@ def test_switching_organization_changes_the_shell(make_org: Any, make_member: An
     page = parse(response)
     assert page.find("option", value="globex", selected="")
     assert b"clearance-contractor" in response.content
-    assert b"<h1 class=\"page-title\">Globex</h1>" in response.content
+    assert b'<h1 class="page-title">Globex</h1>' in response.content
 
 
 @pytest.mark.django_db
@@ -166,7 +170,9 @@ def test_nav_marks_the_current_page(make_org: Any, make_member: Any) -> None:
 def test_nav_prefix_matching_prefers_the_deeper_item(rf: Any, make_org: Any, make_member: Any) -> None:
     from django.template import Context, Template
 
-    template = Template('{% load cortex_ui %}{% nav_link "/memories/" "Memories" exclude="/memories/new/" %}{% nav_link "/memories/new/" "Add" %}{% nav_link "/" "Home" %}')
+    template = Template(
+        '{% load cortex_ui %}{% nav_link "/memories/" "Memories" exclude="/memories/new/" %}{% nav_link "/memories/new/" "Add" %}{% nav_link "/" "Home" %}'
+    )
 
     def current(path: str) -> list[str]:
         html = template.render(Context({"request": rf.get(path)}))
@@ -260,7 +266,21 @@ def test_style_guide_is_for_staff_only(make_org: Any, make_member: Any) -> None:
     response = signed_in(staff).get("/styleguide/")
     assert response.status_code == 200
     html = response.content.decode()
-    for component in ("btn-primary", "field-error", "badge-clearance", "item-list", "tabs", "empty-state", "alert-success", "dialog", "code-block", "skeleton", "load-more", "score-bar", "spark"):
+    for component in (
+        "btn-primary",
+        "field-error",
+        "badge-clearance",
+        "item-list",
+        "tabs",
+        "empty-state",
+        "alert-success",
+        "dialog",
+        "code-block",
+        "skeleton",
+        "load-more",
+        "score-bar",
+        "spark",
+    ):
         assert component in html, component
     assert_no_inline_script(response)
 
@@ -271,7 +291,9 @@ def test_style_guide_is_for_staff_only(make_org: Any, make_member: Any) -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("path", ["/static/css/cortex.css", "/static/vendor/htmx.min.js", "/static/js/cortex.js", "/static/img/favicon.svg"])
+@pytest.mark.parametrize(
+    "path", ["/static/css/cortex.css", "/static/vendor/htmx.min.js", "/static/js/cortex.js", "/static/img/favicon.svg"]
+)
 def test_static_files_are_served(client: Client, path: str) -> None:
     response: Any = client.get(path)
     assert response.status_code == 200

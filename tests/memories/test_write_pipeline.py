@@ -34,8 +34,25 @@ def test_remember_returns_the_memory_shape_with_resolution(acme: dict[str, Any],
     assert response.status_code == 201, response.content
     body = response.json()
     assert set(body) >= {
-        "id", "title", "content", "scope", "category", "source", "source_url", "author", "tags", "clearance_min", "status",
-        "valid_from", "valid_until", "created_at", "updated_at", "supersedes", "superseded_by", "scope_resolution", "deduplicated",
+        "id",
+        "title",
+        "content",
+        "scope",
+        "category",
+        "source",
+        "source_url",
+        "author",
+        "tags",
+        "clearance_min",
+        "status",
+        "valid_from",
+        "valid_until",
+        "created_at",
+        "updated_at",
+        "supersedes",
+        "superseded_by",
+        "scope_resolution",
+        "deduplicated",
     }
     assert body["scope"] == "engineering"
     assert body["scope_resolution"] == "explicit"
@@ -50,7 +67,11 @@ def test_remember_returns_the_memory_shape_with_resolution(acme: dict[str, Any],
     chunk = MemoryChunk.objects.get(memory=memory)
     assert chunk.embedding is not None and len(chunk.embedding) == get_embedder().dim
     assert chunk.search_vector is not None
-    assert (chunk.organization_id, chunk.scope_id, chunk.clearance_rank) == (memory.organization_id, memory.scope_id, memory.clearance_rank)
+    assert (chunk.organization_id, chunk.scope_id, chunk.clearance_rank) == (
+        memory.organization_id,
+        memory.scope_id,
+        memory.clearance_rank,
+    )
     event = AuditEvent.objects.get(action="memory.create", target_id=body["id"])
     assert event.details["scope_resolution"] == "explicit"
     assert event.actor_token_id is not None
@@ -64,7 +85,9 @@ def test_title_is_derived_from_content_when_missing(acme: dict[str, Any], api: A
 
 @pytest.mark.django_db
 def test_long_content_is_chunked_and_every_chunk_embedded(acme: dict[str, Any], api: Any) -> None:
-    content = "\n\n".join(f"Paragraph {i}: " + "the dock controller retries the handshake before failing over. " * 12 for i in range(12))
+    content = "\n\n".join(
+        f"Paragraph {i}: " + "the dock controller retries the handshake before failing over. " * 12 for i in range(12)
+    )
     body = _post(api(acme["employee"]), title="Dock runbook", content=content).json()
     chunks = list(MemoryChunk.objects.filter(memory_id=body["id"]).order_by("index"))
     assert len(chunks) > 3
@@ -103,13 +126,17 @@ def test_scope_resolution_order_explicit_then_source_rule_then_default(acme: dic
     assert (plain["scope"], plain["scope_resolution"]) == ("public-docs", "default")
     from memories.models import Scope
 
-    SourceScopeRule.objects.create(organization=acme["org"], source="Slack", scope=Scope.objects.get(organization=acme["org"], slug="sales"))
+    SourceScopeRule.objects.create(
+        organization=acme["org"], source="Slack", scope=Scope.objects.get(organization=acme["org"], slug="sales")
+    )
     slack = _post(client, content="deal closed with Initech", source="Slack").json()
     assert (slack["scope"], slack["scope_resolution"]) == ("sales", "source_rule")
 
 
 @pytest.mark.django_db
-def test_github_default_rule_falls_back_to_public_docs_when_no_engineering_scope(make_org: Any, make_member: Any, api: Any) -> None:
+def test_github_default_rule_falls_back_to_public_docs_when_no_engineering_scope(
+    make_org: Any, make_member: Any, api: Any
+) -> None:
     member = make_member(make_org())
     body = _post(api(member), content="merged PR", source="GitHub").json()
     assert (body["scope"], body["scope_resolution"]) == ("public-docs", "default")
@@ -218,7 +245,11 @@ def test_duplicate_above_the_writers_clearance_is_not_revealed(acme: dict[str, A
         ({"title": "t"}, 400, "VALIDATION_ERROR"),
         ({"content": "x", "colour": "blue"}, 400, "VALIDATION_ERROR"),
         ({"content": "x", "valid_from": "yesterday"}, 400, "VALIDATION_ERROR"),
-        ({"content": "x", "valid_from": "2025-02-01T00:00:00Z", "valid_until": "2025-01-01T00:00:00Z"}, 400, "INVALID_VALIDITY_WINDOW"),
+        (
+            {"content": "x", "valid_from": "2025-02-01T00:00:00Z", "valid_until": "2025-01-01T00:00:00Z"},
+            400,
+            "INVALID_VALIDITY_WINDOW",
+        ),
         ({"content": "x", "tags": ["has space"]}, 400, "INVALID_TAGS"),
         ({"content": "x", "tags": "notalist"}, 400, "VALIDATION_ERROR"),
         ({"content": "x", "category": "Big Decision!"}, 400, "INVALID_CATEGORY"),
@@ -227,7 +258,9 @@ def test_duplicate_above_the_writers_clearance_is_not_revealed(acme: dict[str, A
         ({"content": "x", "title": "t" * 301}, 413, "TITLE_TOO_LONG"),
     ],
 )
-def test_bad_input_gets_a_clear_error_and_stores_nothing(body: dict[str, Any], status: int, code: str, acme: dict[str, Any], api: Any, settings: Any) -> None:
+def test_bad_input_gets_a_clear_error_and_stores_nothing(
+    body: dict[str, Any], status: int, code: str, acme: dict[str, Any], api: Any, settings: Any
+) -> None:
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
     response = api(acme["employee"]).post("/api/memories", json.dumps(body))
     assert_envelope(response, status, code)
@@ -257,7 +290,9 @@ def test_embedding_provider_down_is_503_and_nothing_is_stored(acme: dict[str, An
 
 
 @pytest.mark.django_db
-def test_a_different_model_is_refused_for_writes_and_recall_naming_both(acme: dict[str, Any], api: Any, use_embedder: Any) -> None:
+def test_a_different_model_is_refused_for_writes_and_recall_naming_both(
+    acme: dict[str, Any], api: Any, use_embedder: Any
+) -> None:
     client = api(acme["employee"])
     assert _post(client, content="Stored with the first model.").status_code == 201
     use_embedder("hash", CORTEX_EMBED_DIM=256)

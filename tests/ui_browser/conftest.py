@@ -61,7 +61,9 @@ def open_page(browser: Any, live_server: Any) -> Iterator[Callable[..., Any]]:
     problems: list[str] = []
 
     def make(membership: Any = None, viewport: dict[str, int] = DESKTOP, color_scheme: str = "light") -> Any:
-        context = browser.new_context(viewport=viewport, color_scheme=color_scheme, base_url=live_server.url, accept_downloads=False)
+        context = browser.new_context(
+            viewport=viewport, color_scheme=color_scheme, base_url=live_server.url, accept_downloads=False
+        )
         contexts.append(context)
         if membership is not None:
             client = Client()
@@ -72,7 +74,12 @@ def open_page(browser: Any, live_server: Any) -> Iterator[Callable[..., Any]]:
         page.set_default_timeout(10_000)
         page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
         # 4xx answers are part of the flows (a refused upload, a 404 page); a missing asset is not.
-        page.on("console", lambda msg: problems.append(f"console: {msg.text}") if msg.type == "error" and "status of 4" not in msg.text else None)
+        page.on(
+            "console",
+            lambda msg: (
+                problems.append(f"console: {msg.text}") if msg.type == "error" and "status of 4" not in msg.text else None
+            ),
+        )
         page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if "/static/" in r.url and r.status >= 400 else None)
         page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} {r.failure}"))
         return page

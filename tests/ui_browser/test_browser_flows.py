@@ -65,7 +65,11 @@ def test_sign_in_search_add_upload_supersede_redact_and_manage_a_token(team: Any
     page.goto("/memories/new/?tab=upload")
     page.locator("#upload-files").set_input_files(
         [
-            {"name": "release-checklist.md", "mimeType": "text/markdown", "buffer": b"# Release checklist\n\nTag, build, sign, ship."},
+            {
+                "name": "release-checklist.md",
+                "mimeType": "text/markdown",
+                "buffer": b"# Release checklist\n\nTag, build, sign, ship.",
+            },
             {"name": "diagram.png", "mimeType": "image/png", "buffer": b"\x89PNG\r\n"},
             {"name": "legacy.txt", "mimeType": "text/plain", "buffer": "café crème".encode("latin-1")},
         ]

@@ -59,11 +59,17 @@ def test_decide_a_conflict_side_by_side(team: Any, open_page: Any) -> None:
     now = timezone.now()
     memory_create(
         principal=team.principal("mo"),
-        draft=MemoryDraft(title="Public API rate limit", content="The public API rate limit is 100 requests per minute per API key.", valid_from=now - timedelta(days=10)),
+        draft=MemoryDraft(
+            title="Public API rate limit",
+            content="The public API rate limit is 100 requests per minute per API key.",
+            valid_from=now - timedelta(days=10),
+        ),
     )
     memory_create(
         principal=team.principal("eve"),
-        draft=MemoryDraft(title="Public API rate limit", content="The public API rate limit is 250 requests per minute per API key."),
+        draft=MemoryDraft(
+            title="Public API rate limit", content="The public API rate limit is 250 requests per minute per API key."
+        ),
     )
     conflict = Conflict.objects.get(new_memory__title="Public API rate limit")
     page = open_page(team.people["mo"])

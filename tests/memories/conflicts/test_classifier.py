@@ -151,7 +151,12 @@ def test_moving_something_else_away_from_a_tool_does_not_make_the_tools_page_sta
 
 
 def test_moving_one_meeting_off_a_tool_leaves_the_tools_guide_but_not_that_meetings_page() -> None:
-    moved = Memo("Weekly sync moves to Meet", "We moved the weekly sync meeting from Zoom to Google Meet.", NOW - timedelta(days=3), category="note")
+    moved = Memo(
+        "Weekly sync moves to Meet",
+        "We moved the weekly sync meeting from Zoom to Google Meet.",
+        NOW - timedelta(days=3),
+        category="note",
+    )
     guide = Memo(
         "Zoom setup guide",
         "Install the Zoom client, sign in with Okta SSO and test your audio before your first meeting.",
@@ -210,7 +215,9 @@ def test_a_period_named_on_one_side_only_is_not_a_different_choice() -> None:
 
 def test_a_record_of_an_event_is_never_made_stale() -> None:
     meeting = Memo("CI provider", "Our CI runs on CircleCI for every repository.", NOW - timedelta(days=90), category="meeting")
-    switched = Memo("CI provider", "Our CI runs on GitHub Actions for every repository; we switched from CircleCI.", NOW, category="decision")
+    switched = Memo(
+        "CI provider", "Our CI runs on GitHub Actions for every repository; we switched from CircleCI.", NOW, category="decision"
+    )
 
     assert classify(meeting, switched, similarity=0.9, now=NOW).kind is None
     note = Memo(meeting.title, meeting.content, meeting.valid_from, category="note")

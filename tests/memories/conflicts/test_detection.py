@@ -127,10 +127,22 @@ def test_an_announced_move_away_from_what_an_older_memory_is_about_supersedes_it
     use_embedder("local")  # the real model: how related the two read is the point (cosine ~0.6)
 
     def page() -> Memory:
-        return write(acme["employee"], ZENDESK_PAGE, title="Support tooling: where tickets live", tags=["support", "zendesk"], valid_from=days_ago(500))
+        return write(
+            acme["employee"],
+            ZENDESK_PAGE,
+            title="Support tooling: where tickets live",
+            tags=["support", "zendesk"],
+            valid_from=days_ago(500),
+        )
 
     def news() -> Memory:
-        return write(acme["employee"], FRESHDESK_NEWS, title="Support has moved from Zendesk to Freshdesk", tags=["support", "freshdesk"], valid_from=days_ago(80))
+        return write(
+            acme["employee"],
+            FRESHDESK_NEWS,
+            title="Support has moved from Zendesk to Freshdesk",
+            tags=["support", "freshdesk"],
+            valid_from=days_ago(80),
+        )
 
     # An import can store the older page after the announcement: detection finds the pair either way.
     if announcement_first:
@@ -146,7 +158,9 @@ def test_an_announced_move_away_from_what_an_older_memory_is_about_supersedes_it
     assert (older.status, older.superseded_by_id) == (Memory.Status.SUPERSEDED, newer.pk)
 
 
-def test_an_announced_move_of_something_else_leaves_the_tools_page_alone(acme: dict[str, Any], write: Any, use_embedder: Any) -> None:
+def test_an_announced_move_of_something_else_leaves_the_tools_page_alone(
+    acme: dict[str, Any], write: Any, use_embedder: Any
+) -> None:
     use_embedder("local")
     database = write(
         acme["employee"],
