@@ -72,6 +72,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "django_htmx",
+    "oauth2_provider",
     "audit",
     "memories",
     "connectors",
@@ -171,6 +172,48 @@ AUTH_PASSWORD_VALIDATORS = [
 if TESTING:
     # Hashing cost buys nothing in tests and slows every login.
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# --- OAuth 2.1 for MCP clients (django-oauth-toolkit) -----------------------------------------
+# Cortex is the authorization server of its own MCP endpoint: authorization code with PKCE S256
+# only, RFC 8707 resource indicators (the MCP URL is the only audience), rotating refresh tokens,
+# RFC 7591 dynamic registration and client ID metadata documents for clients such as Claude.ai.
+OAUTH2_PROVIDER = {
+    "SCOPES": {"mcp": "Use Cortex's MCP tools as you, within the scopes you choose"},
+    "DEFAULT_SCOPES": ["mcp"],
+    "OAUTH2_VALIDATOR_CLASS": "memories.oauth.validator.CortexOAuth2Validator",
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,  # S256 only: "plain" is refused
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,  # access and refresh tokens stored as checksums
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("CORTEX_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
+    "ROTATE_REFRESH_TOKEN": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https", "http"],  # http only for loopback (checked at registration)
+    "DCR_ENABLED": True,
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": True,
+    "CIMD_FETCH_TIMEOUT_SECONDS": 5,
+    "CIMD_MAX_DOCUMENT_SIZE": 16 * 1024,
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": ["none", "client_secret_post", "client_secret_basic"],
+    # URLs in the metadata and the issuer are built from where Cortex is reached, as the MCP
+    # endpoint's protected-resource metadata names it.
+    "OIDC_ISS_ENDPOINT": CORTEX_BASE_URL,
+}
+# The toolkit's models, named so migrations can refer to them (Cortex does not swap them).
+OAUTH2_PROVIDER_APPLICATION_MODEL = "oauth2_provider.Application"
+OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"  # noqa: S105 - a model name
+OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"  # noqa: S105 - a model name
+OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105 - a model name
+OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 
 # --- security headers -------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True

@@ -1,6 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from oauth2_provider.views import OAuthServerMetadataView
 
 from cortex_site.health import healthz
 from memories.views import auth, styleguide
@@ -15,6 +16,9 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("api/", include("memories.api.urls")),
     path("admin/", admin.site.urls),
+    # OAuth 2.1 for MCP clients: RFC 8414 metadata at the root, the endpoints under /oauth/.
+    path(".well-known/oauth-authorization-server", OAuthServerMetadataView.as_view(), name="oauth-server-metadata"),
+    path("oauth/", include("memories.oauth.urls")),
     # The browser UI last: routes other apps declare above take precedence over its placeholders.
     path("", include("memories.views.urls")),
 ]

@@ -1,5 +1,10 @@
 """Bearer tokens for MCP: the SDK's token-verifier hook, backed by our ApiToken table.
 
+Two kinds of bearer are accepted: a Cortex API token (`ctx_…`, pasted into Cursor or Claude
+Code) and an OAuth access token that Cortex itself issued to a client (Claude.ai, Claude
+Desktop) for this endpoint — it acts as the ApiToken of the person's consent
+(memories.services.oauth), so both kinds end in the same Principal.
+
 The SDK calls `ApiTokenVerifier.verify_token` for every HTTP request to the endpoint, before
 any MCP message is read; `None` makes it answer 401 with a `WWW-Authenticate` challenge that
 points at the protected-resource metadata. A tool turns the verified token back into a
@@ -11,6 +16,7 @@ Organization, user and clearance come from the token's membership and nowhere el
 
 from __future__ import annotations
 
+from django.conf import settings
 from mcp.server.auth.provider import AccessToken
 
 from audit.models import AuditEvent
@@ -18,7 +24,9 @@ from audit.services import Actor, record
 from cortex_site.errors import NotAuthenticated
 from memories.access import Principal, touch_token
 from memories.mcp.threads import in_worker_thread
-from memories.services.tenancy import token_authenticate
+from memories.models import ApiToken
+from memories.services.oauth import oauth_access_authenticate
+from memories.services.tenancy import TOKEN_PREFIX, token_authenticate
 
 # Where our own facts about a verified token live inside the SDK's AccessToken.claims.
 CLAIMS_KEY = "cortex"
@@ -35,12 +43,25 @@ class ApiTokenVerifier:
         return await in_worker_thread(verify_api_token)(token)
 
 
+def mcp_resource_url() -> str:
+    """This endpoint's public URL: the only audience OAuth access tokens are accepted for."""
+    return f"{settings.CORTEX_BASE_URL}/mcp/"
+
+
+def bearer_token(raw: str) -> ApiToken | None:
+    """The usable Cortex token a bearer stands for: an API token, or an OAuth access token
+    issued for this endpoint (expired, revoked, foreign-audience and unknown ones are None)."""
+    if raw.startswith(f"{TOKEN_PREFIX}_"):
+        return token_authenticate(raw)
+    return oauth_access_authenticate(raw, resource=mcp_resource_url())
+
+
 def verify_api_token(raw: str) -> AccessToken | None:
     """The SDK's view of a usable Cortex token, or None (unknown, wrong secret, revoked, expired).
 
     A rejected token is audited like REST does; a good one has its last use recorded.
     """
-    token = token_authenticate(raw)
+    token = bearer_token(raw)
     if token is None:
         record(
             "auth.token_rejected",
@@ -71,7 +92,7 @@ def verify_api_token(raw: str) -> AccessToken | None:
 
 def principal_for(access: AccessToken) -> Principal:
     """The Principal a verified token acts as, checked afresh (call from sync code)."""
-    token = token_authenticate(access.token)
+    token = bearer_token(access.token)
     if token is None:
         raise NotAuthenticated(
             "This token is no longer valid: it was revoked or has expired. Create a new token in Cortex.",

@@ -2,6 +2,7 @@ from memories.models.conflicts import Conflict
 from memories.models.entities import Entity, EntityMention, Relation
 from memories.models.jobs import Job
 from memories.models.memory import DEFAULT_EMBEDDING_DIM, EmbeddingSignature, Memory, MemoryChunk, SourceScopeRule
+from memories.models.oauth import OAuthGrant
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -28,6 +29,7 @@ __all__ = [
     "Membership",
     "Memory",
     "MemoryChunk",
+    "OAuthGrant",
     "Organization",
     "Relation",
     "Scope",
