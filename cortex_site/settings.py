@@ -58,6 +58,8 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Public base URL used in links we hand out (MCP config, webhook URLs, memory links).
 CORTEX_BASE_URL = (env_str("CORTEX_BASE_URL") or "http://127.0.0.1:8000").rstrip("/")
+# Pages that show addresses use the request's host unless the operator named the public URL.
+CORTEX_BASE_URL_EXPLICIT = bool(env_str("CORTEX_BASE_URL"))
 
 INSTALLED_APPS = [
     "django.contrib.admin",

@@ -2,6 +2,11 @@
 
 The same configurations as README "## Connect an agent (MCP)", with this server's address
 and, right after "Create a token for this agent", the new token in place of the placeholder.
+Clients that sign in with OAuth (Claude.ai, Claude Desktop, Claude Code, VS Code, Cursor) need
+only the URL: Cortex's consent page does the rest.
+
+The address is CORTEX_BASE_URL when it is set, else the host the page was requested on — so
+the page names the port Cortex really serves, not a default.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.http import HttpRequest
 
 MCP_PATH = "/mcp/"
 
@@ -22,12 +28,49 @@ class Snippet:
     text: str
 
 
-def mcp_url() -> str:
-    return f"{settings.CORTEX_BASE_URL}{MCP_PATH}"
+def public_base_url(request: HttpRequest | None = None) -> str:
+    if settings.CORTEX_BASE_URL_EXPLICIT or request is None:
+        return settings.CORTEX_BASE_URL
+    return request.build_absolute_uri("/").rstrip("/")
 
 
-def mcp_snippets(secret: str | None = None) -> list[Snippet]:
-    url = mcp_url()
+def mcp_url(request: HttpRequest | None = None) -> str:
+    return f"{public_base_url(request)}{MCP_PATH}"
+
+
+def oauth_snippets(request: HttpRequest | None = None) -> list[Snippet]:
+    """How each client connects with OAuth: no token to paste; the person consents in Cortex."""
+    url = mcp_url(request)
+    return [
+        Snippet(
+            "oauth-claude-ai",
+            "Claude.ai and Claude Desktop",
+            "Settings → Connectors → Add custom connector; paste the URL, then sign in to Cortex and choose what it may use.",
+            url,
+        ),
+        Snippet(
+            "oauth-claude-code",
+            "Claude Code",
+            "Add the server, then run /mcp in Claude Code and pick cortex → Authenticate.",
+            f"claude mcp add --transport http cortex {url}",
+        ),
+        Snippet(
+            "oauth-vscode",
+            "VS Code",
+            ".vscode/mcp.json — VS Code opens Cortex's consent page on first use.",
+            json.dumps({"servers": {"cortex": {"type": "http", "url": url}}}, indent=2),
+        ),
+        Snippet(
+            "oauth-cursor",
+            "Cursor",
+            "~/.cursor/mcp.json — Cursor shows “Needs login”; click it to open Cortex's consent page.",
+            json.dumps({"mcpServers": {"cortex": {"url": url}}}, indent=2),
+        ),
+    ]
+
+
+def mcp_snippets(secret: str | None = None, request: HttpRequest | None = None) -> list[Snippet]:
+    url = mcp_url(request)
     bearer = f"Bearer {secret}" if secret else "Bearer ${CORTEX_TOKEN}"
     shell_token = secret or "$CORTEX_TOKEN"
     project = {"mcpServers": {"cortex": {"type": "http", "url": url, "headers": {"Authorization": bearer}}}}

@@ -27,7 +27,7 @@ from memories.forms import (
 )
 from memories.selectors import tenancy as reads
 from memories.services import tenancy
-from memories.views.agent_config import mcp_snippets, mcp_url
+from memories.views.agent_config import mcp_snippets, mcp_url, oauth_snippets
 from memories.views.common import principal_view
 
 TABS = {"tokens": "API tokens", "agent": "Connect an agent", "members": "Members", "scopes": "Scopes & grants"}
@@ -43,8 +43,6 @@ def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]
         "tokens": reads.my_tokens(principal),
         "token_form": TokenForm(principal=principal),
         "agent_form": AgentTokenForm(),
-        "mcp_url": mcp_url(),
-        "snippets": mcp_snippets(),
     }
     if principal.is_admin:
         names = clearance_names(principal.organization_id)
@@ -81,7 +79,9 @@ def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]
 
 
 def _page(request: HttpRequest, principal: Principal, tab: str, status: int = 200, **overrides: Any) -> HttpResponse:
-    response = render(request, "settings/index.html", _context(principal, tab, **overrides), status=status)
+    overrides.setdefault("snippets", mcp_snippets(request=request))
+    addresses = {"mcp_url": mcp_url(request), "oauth_snippets": oauth_snippets(request)}
+    response = render(request, "settings/index.html", _context(principal, tab, **addresses, **overrides), status=status)
     if "new_secret" in overrides:
         response["Cache-Control"] = "no-store"  # the secret is shown once; never keep the page
     return response
@@ -151,7 +151,7 @@ def agent_token_create(request: HttpRequest, principal: Principal) -> HttpRespon
             attach_error(form, exc)
         else:
             return _page(
-                request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret)
+                request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret, request)
             )
     return _page(request, principal, "agent", status=400, agent_form=form)
 

@@ -86,11 +86,30 @@ def test_someone_elses_token_is_not_found(acme: dict[str, Any], outsider: Member
 
 def test_connect_an_agent_shows_the_mcp_url_and_the_readme_config(acme: dict[str, Any], settings: Any) -> None:
     settings.CORTEX_BASE_URL = "https://cortex.acme.test"
+    settings.CORTEX_BASE_URL_EXPLICIT = True
     html = signed_in(acme["employee"]).get("/settings/?tab=agent").content.decode()
     assert 'value="https://cortex.acme.test/mcp/"' in html
     assert "claude mcp add --transport http cortex https://cortex.acme.test/mcp/" in html
     assert "&quot;mcpServers&quot;" in html and "mcp-remote" in html
     assert "Bearer ${CORTEX_TOKEN}" in html
+
+
+def test_connect_an_agent_names_the_host_cortex_is_really_served_on(acme: dict[str, Any], settings: Any) -> None:
+    settings.CORTEX_BASE_URL_EXPLICIT = False  # no public URL configured: the request's own host and port
+    html = signed_in(acme["employee"]).get("/settings/?tab=agent", HTTP_HOST="127.0.0.1:8123").content.decode()
+    assert 'value="http://127.0.0.1:8123/mcp/"' in html
+    assert ":8000" not in html
+
+
+def test_connect_an_agent_explains_oauth_for_each_client(acme: dict[str, Any], settings: Any) -> None:
+    settings.CORTEX_BASE_URL = "https://cortex.acme.test"
+    settings.CORTEX_BASE_URL_EXPLICIT = True
+    html = signed_in(acme["employee"]).get("/settings/?tab=agent").content.decode()
+    assert "Sign in with OAuth" in html
+    for client in ("Claude.ai and Claude Desktop", "Claude Code", "VS Code", "Cursor"):
+        assert client in html
+    assert "claude mcp add --transport http cortex https://cortex.acme.test/mcp/</pre>" in html
+    assert "&quot;servers&quot;" in html  # VS Code's mcp.json shape
 
 
 def test_one_click_agent_token_fills_the_config_in(acme: dict[str, Any]) -> None:
