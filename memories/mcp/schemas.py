@@ -22,9 +22,13 @@ class RememberOutput(BaseModel):
     id: str
     title: str
     scope: str
-    scope_resolution: Literal["explicit", "source_rule", "default"] = Field(
-        description="How the scope was chosen: the scope you gave, the organization's rule for the source, or the default scope."
+    scope_resolution: Literal["explicit", "token_default", "source_rule", "default"] = Field(
+        description=(
+            "How the scope was chosen: the scope you gave, your token's default scope, the organization's rule "
+            "for the source, or the default scope."
+        )
     )
+    readers: str = Field(description="Who can read the memory: the scope's audience and the lowest clearance.")
     status: str
     deduplicated: bool = Field(
         description="True when identical content was already stored; that memory is returned and nothing new is written."
@@ -46,6 +50,7 @@ class RecallHit(BaseModel):
     earlier_version_id: str | None = Field(
         default=None, description="Set when this memory was found through an earlier (superseded) version of it that matched."
     )
+    content: str | None = Field(default=None, description="The full content, when max_tokens packing gave this memory in full.")
 
 
 class RecallOutput(BaseModel):
@@ -53,6 +58,7 @@ class RecallOutput(BaseModel):
     limit: int
     results: list[RecallHit]
     took_ms: float
+    packing: Packing | None = Field(default=None, description="How the results were fitted into max_tokens, when given.")
 
 
 class MemorySummary(BaseModel):
@@ -115,4 +121,61 @@ class MemoryDetail(BaseModel):
     citation: Citation
     history: list[HistoryEntry] = Field(description="The supersession chain you can see, oldest first (this memory included).")
     redaction: Redaction | None
+    url: str
+
+
+class ScopeInfo(BaseModel):
+    slug: str
+    name: str
+    visibility: Literal["all_members", "granted"] = Field(
+        description="all_members: every member of the organization reads it; granted: only members given access."
+    )
+    can_write: bool = Field(description="Whether you (with this token) may remember into it.")
+
+
+class ListScopesOutput(BaseModel):
+    organization: str
+    clearance: str = Field(description="Your clearance: you read memories at or below it and may label new ones up to it.")
+    clearance_ladder: list[str] = Field(description="The organization's clearance rungs, lowest first.")
+    scopes: list[ScopeInfo]
+    read_only: bool = Field(description="True when this token may only read.")
+    default_scope: str = Field(description="Where `remember` stores a memory when you give no scope.")
+    default_scope_rule: str = Field(description="Why that is the default (the token's default, or the organization's).")
+
+
+class Packing(BaseModel):
+    max_tokens: int
+    used_tokens: int = Field(description="Estimated tokens of the text answer (4 characters a token), never above max_tokens.")
+    full: list[str] = Field(description="Ids given with their full content.")
+    preview: list[str] = Field(description="Ids given with their snippet only; call get_memory for the rest.")
+    dropped: list[str] = Field(description="Ids that matched but did not fit; call get_memory to read them.")
+
+
+class DossierEntry(BaseModel):
+    id: str
+    title: str
+    scope: str
+    category: str
+    valid_from: str | None
+    preview: str
+    url: str
+    citation: Citation
+
+
+class RecallAboutOutput(BaseModel):
+    entity: str
+    kind: str
+    results: list[DossierEntry] = Field(description="Memories you can see that mention the entity, newest first.")
+
+
+class TimelineOutput(BaseModel):
+    since: str | None
+    until: str | None
+    results: list[DossierEntry] = Field(description="Dated memories you can see, oldest first.")
+
+
+class ChangeOutput(BaseModel):
+    id: str = Field(description="The memory now current: the new version (supersede) or the redacted one (redact).")
+    status: str
+    replaces: str | None = Field(default=None, description="For supersede: the id of the version it replaced.")
     url: str

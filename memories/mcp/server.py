@@ -1,4 +1,5 @@
-"""The MCP tools — remember, recall, list_memories, get_memory — on the SDK's MCPServer.
+"""The MCP tools — remember, recall, list_memories, get_memory, list_scopes, supersede, redact,
+recall_about, recall_timeline — on the SDK's MCPServer.
 
 A tool is an interface like a REST view: it checks its arguments with the same input
 serializers REST uses, turns the bearer token into the Principal, makes one service or
@@ -17,11 +18,14 @@ from __future__ import annotations
 import json
 import logging
 import math
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, time
 from typing import Annotated, Any
 
 from django.conf import settings
+from django.utils.dateparse import parse_date, parse_datetime
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -37,14 +41,15 @@ from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
-from memories.access import Principal
-from memories.api.memories import MemoryCreateInput, RecallInput, recall_query
+from memories.access import Principal, clearance_name, clearance_names
+from memories.api.memories import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
 from memories.api.representation import citation, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
 from memories.models import Memory
-from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
+from memories.selectors.entities import entity_memories, entity_named
+from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, memory_timeline, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
 
@@ -59,10 +64,15 @@ each with a source you can cite. What you can see and write is decided by the to
 connected with.
 
 - Before answering a question about how the team works or what it decided, call `recall`
-  and cite what you use (each result ends with its citation).
-- Store durable knowledge — a decision, a policy, the outcome of an incident — with
-  `remember`; give it a clear title and, when you know it, the scope (e.g. engineering).
-- `list_memories` shows what is new; `get_memory` reads one memory in full with its history.
+  and cite what you use (each result ends with its citation). Give `max_tokens` to get an
+  answer that fits your context: full content for the best, previews for the next.
+- Store durable knowledge — a decision, a policy, the outcome of an incident, a fact others will
+  need — with `remember`, with its source when you have one. Never store chit-chat, secrets
+  (keys, passwords, tokens) or personal data. `list_scopes` tells where a memory would land and
+  who reads each scope; the answer of `remember` says who can read what you stored.
+- When a memory is outdated, `supersede` it with the new version; `redact` only what must go.
+- `recall_about` gives a dossier on a person, system or team; `recall_timeline` the dated
+  memories of a period; `list_memories` shows what is new; `get_memory` reads one in full.
 """
 
 
@@ -185,21 +195,49 @@ def _cite(memory: Memory) -> str:
 # -- remember --------------------------------------------------------------------------------------
 _RESOLUTION_WORDS = {
     services.ScopeResolution.EXPLICIT: "the scope you gave",
+    "token_default": "your token's default scope",
     services.ScopeResolution.SOURCE_RULE: "the organization's rule for MCP memories",
     services.ScopeResolution.DEFAULT: "the default scope",
 }
 
 
+def readers(memory: Memory) -> str:
+    """Who can read a memory, in words: the scope's audience and the lowest clearance."""
+    rung = clearance_name(memory.organization_id, memory.clearance_rank)
+    if memory.scope.visibility == memory.scope.Visibility.ALL_MEMBERS:
+        audience = f"every member of the organization with clearance {rung} or above"
+    else:
+        audience = f"members granted the scope {memory.scope.slug} with clearance {rung} or above"
+    return audience
+
+
+def _token_defaults(principal: Principal, fields: dict[str, Any]) -> bool:
+    """Fill scope and clearance from the token's defaults where the agent gave none; True when
+    the scope came from the token."""
+    token = principal.token
+    if token is None:
+        return False
+    if fields.get("clearance_min") is None and token.default_clearance_rank is not None:
+        fields["clearance_min"] = clearance_name(principal.organization_id, token.default_clearance_rank)
+    if fields.get("scope") is None and token.default_scope_id is not None and token.default_scope is not None:
+        fields["scope"] = token.default_scope.slug
+        return True
+    return False
+
+
 def _remember(principal: Principal, arguments: dict[str, Any]) -> Answer:
     fields = _validated(MemoryCreateInput, {name: value for name, value in arguments.items() if value is not None})
     fields["source"] = SOURCE  # the author is the token's user: memory_create takes it from the principal
+    from_token = _token_defaults(principal, fields)
     result = services.memory_create(principal=principal, draft=services.MemoryDraft(**fields))
     memory = result.memory
+    resolution = "token_default" if from_token else result.scope_resolution
     data = schemas.RememberOutput(
         id=str(memory.pk),
         title=memory.title,
         scope=memory.scope.slug,
-        scope_resolution=result.scope_resolution,  # type: ignore[arg-type]
+        scope_resolution=resolution,  # type: ignore[arg-type]
+        readers=readers(memory),
         status=memory.status,
         deduplicated=result.deduplicated,
         url=memory_url(memory.pk),
@@ -207,9 +245,8 @@ def _remember(principal: Principal, arguments: dict[str, Any]) -> Answer:
     if result.deduplicated:
         text = f'Already remembered: "{memory.title}" holds this content in scope {memory.scope.slug}; nothing new was stored.'
     else:
-        text = (
-            f'Remembered "{memory.title}" in scope {memory.scope.slug} (chosen by {_RESOLUTION_WORDS[result.scope_resolution]}).'
-        )
+        text = f'Remembered "{memory.title}" in scope {memory.scope.slug} (chosen by {_RESOLUTION_WORDS[resolution]}).'
+    text += f"\nWho can read it: {data.readers}."
     text += f"\nid: {memory.pk} · status: {memory.status}\n{data.url}"
     return Answer(data, text, "memory", str(memory.pk))
 
@@ -220,7 +257,10 @@ async def remember(
     scope: Annotated[
         str | None,
         Field(
-            description="Scope slug, e.g. engineering. When omitted the organization's rule for MCP or the default scope (public-docs) decides."
+            description=(
+                "Scope slug, e.g. engineering (list_scopes shows yours). When omitted: your token's default "
+                "scope, else the organization's rule for MCP, else public-docs — which every member reads."
+            )
         ),
     ] = None,
     category: Annotated[str | None, Field(description="One word such as decision, policy, incident, note (the default).")] = None,
@@ -242,7 +282,10 @@ async def remember(
         Field(description="When this stops being true (ISO 8601), if it expires.", json_schema_extra={"format": "date-time"}),
     ] = None,
 ) -> Annotated[CallToolResult, schemas.RememberOutput]:
-    """Store a memory for your team. Returns its id, scope (and how the scope was chosen) and its page in Cortex."""
+    """Store a memory for your team: a decision, a policy, an incident's outcome, a fact others
+    will need — with its source (source_url) when you have one. Do not store chit-chat, secrets
+    (keys, passwords, tokens) or personal data. Returns its id, the scope it landed in, how that
+    scope was chosen, who can read it, and its page in Cortex."""
     arguments = {
         "content": content,
         "title": title,
@@ -258,7 +301,69 @@ async def remember(
 
 
 # -- recall ----------------------------------------------------------------------------------------
-def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
+CHARS_PER_TOKEN = 4  # the usual estimate for English text; packing stays under the budget by it
+MIN_MAX_TOKENS = 100
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def _hit_lines(rank: int, hit: Any, body: str) -> list[str]:
+    return [
+        "",
+        f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
+        *[f"    {line}" for line in body.splitlines() or [""]],
+        *(
+            [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]
+            if hit.earlier_version is not None
+            else []
+        ),
+        f"    Cite: {_cite(hit.memory)}",
+    ]
+
+
+def pack(header: str, hits: list[Any], max_tokens: int | None) -> tuple[list[str], dict[str, str], list[str]]:
+    """The answer's lines, each shown hit's tier ("full" or "preview"), and the dropped ids.
+
+    Without a budget every hit is a preview. With one, tiers go down in rank order and never
+    back up: full content while it fits, then snippets, then ids only — and room for the list
+    of dropped ids is kept at every step, so the whole text stays within `max_tokens`.
+    """
+    lines: list[str] = [header]
+    tiers: dict[str, str] = {}
+    dropped: list[str] = []
+    if max_tokens is None:
+        for rank, hit in enumerate(hits, start=1):
+            lines += _hit_lines(rank, hit, hit.snippet)
+            tiers[str(hit.memory.pk)] = "preview"
+        return lines, tiers, dropped
+    budget = max_tokens * CHARS_PER_TOKEN
+    used = len(header)
+    tier = "full"
+    for index, hit in enumerate(hits):
+        # What listing every later hit as dropped would cost: an id and a separator each, plus the label.
+        reserve = (len(hits) - index - 1) * 38 + 60
+        if tier == "full":
+            block = "\n".join(_hit_lines(index + 1, hit, hit.memory.content))
+            if used + 1 + len(block) + reserve > budget:
+                tier = "preview"
+        if tier == "preview":
+            block = "\n".join(_hit_lines(index + 1, hit, hit.snippet))
+            if used + 1 + len(block) + reserve > budget:
+                tier = "dropped"
+        if tier == "dropped":
+            dropped.append(str(hit.memory.pk))
+            continue
+        lines += block.split("\n")
+        used += 1 + len(block)
+        tiers[str(hit.memory.pk)] = tier
+    if dropped:
+        lines += ["", f"Did not fit (call get_memory): {', '.join(dropped)}"]
+    return lines, tiers, dropped
+
+
+def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | None = None) -> Answer:
     values = _validated(RecallInput, {name: value for name, value in arguments.items() if value is not None})
     query = recall_query(values)
     try:
@@ -268,6 +373,8 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
         if exc.error_code != "EMPTY_QUERY":
             raise
         hits, took_ms = [], 0.0  # an agent sending nothing gets nothing, not an error
+    header = f'{len(hits)} memor{"y" if len(hits) == 1 else "ies"} for "{query.query}", best first:'
+    lines, tiers, dropped = pack(header, list(hits), max_tokens)
     results = [
         schemas.RecallHit(
             rank=rank,
@@ -281,26 +388,25 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
             url=memory_url(hit.memory.pk),
             citation=schemas.Citation(**citation(hit.memory)),
             earlier_version_id=str(hit.earlier_version.pk) if hit.earlier_version is not None else None,
+            content=hit.memory.content if tiers.get(str(hit.memory.pk)) == "full" else None,
         )
         for rank, hit in enumerate(hits, start=1)
+        if str(hit.memory.pk) in tiers
     ]
-    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, took_ms=took_ms)
+    text = "\n".join(lines)
+    packing = None
+    if max_tokens is not None:
+        packing = schemas.Packing(
+            max_tokens=max_tokens,
+            used_tokens=estimate_tokens(text),
+            full=[i for i, t in tiers.items() if t == "full"],
+            preview=[i for i, t in tiers.items() if t == "preview"],
+            dropped=dropped,
+        )
+    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, took_ms=took_ms, packing=packing)
     if not hits:
         return Answer(data, f'No memories you can see match "{query.query}".')
-    lines = [f'{len(hits)} memor{"y" if len(hits) == 1 else "ies"} for "{query.query}", best first:']
-    for rank, hit in enumerate(hits, start=1):
-        lines += [
-            "",
-            f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
-            f"    {hit.snippet}",
-            *(
-                [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]
-                if hit.earlier_version is not None
-                else []
-            ),
-            f"    Cite: {_cite(hit.memory)}",
-        ]
-    return Answer(data, "\n".join(lines))
+    return Answer(data, text)
 
 
 async def recall_tool(
@@ -313,11 +419,21 @@ async def recall_tool(
     ] = None,
     category: Annotated[str | None, Field(description="Only this category, e.g. decision or policy.")] = None,
     tags: Annotated[list[str] | None, Field(description="Only memories carrying all of these tags.")] = None,
+    max_tokens: Annotated[
+        int | None,
+        Field(
+            description=(
+                f"Fit the answer into this many tokens (at least {MIN_MAX_TOKENS}): full content for the best results, "
+                "snippets for the next, the rest listed by id."
+            ),
+            ge=MIN_MAX_TOKENS,
+        ),
+    ] = None,
 ) -> Annotated[CallToolResult, schemas.RecallOutput]:
     """Search your team's memory. Returns the best-matching memories you may see, ranked by
     0.7·relevance + 0.3·recency, each with a snippet and a citation to quote."""
     arguments = {"query": query, "limit": _clamp(limit), "scopes": scopes, "category": category, "tags": tags}
-    return await _call("recall", lambda principal: _recall(principal, arguments))
+    return await _call("recall", lambda principal: _recall(principal, arguments, max_tokens))
 
 
 # -- list_memories ---------------------------------------------------------------------------------
@@ -370,7 +486,7 @@ async def list_memories(
 
 # -- get_memory ------------------------------------------------------------------------------------
 def _get_memory(principal: Principal, memory_id: str) -> Answer:
-    memory = memory_for_history(principal, memory_id)
+    memory = memory_for_history(principal, _memory_id(memory_id))
     chain = supersession_chain(principal, memory)
     redacted = redaction(memory)
     data = schemas.MemoryDetail(
@@ -407,6 +523,192 @@ async def get_memory(
     return await _call("get_memory", lambda principal: _get_memory(principal, id))
 
 
+# -- list_scopes -----------------------------------------------------------------------------------
+def resolve_default_scope_slug(principal: Principal) -> tuple[str, str]:
+    """Where `remember` without a scope lands by the organization's rules, and the rule in words."""
+    try:
+        scope, resolution = services.resolve_scope(principal, None, SOURCE)
+    except PermissionDenied as exc:  # read-only, or the rule's scope is not writable: still say where
+        return str(exc.details.get("scope", "")), _RESOLUTION_WORDS[str(exc.details.get("resolution", "default"))]
+    return scope.slug, _RESOLUTION_WORDS[resolution]
+
+
+def _list_scopes(principal: Principal) -> Answer:
+    writable = principal.writable_scope_ids
+    ladder = clearance_names(principal.organization_id)
+    token = principal.token
+    if token is not None and token.default_scope_id is not None and token.default_scope is not None:
+        default, rule = token.default_scope.slug, "your token's default scope"
+    else:
+        default, rule = resolve_default_scope_slug(principal)
+    scopes = [
+        schemas.ScopeInfo(slug=sc.slug, name=sc.name, visibility=sc.visibility, can_write=sc.pk in writable)  # type: ignore[arg-type]
+        for sc in principal.readable_scopes()
+    ]
+    data = schemas.ListScopesOutput(
+        organization=principal.organization.name,
+        clearance=principal.clearance,
+        clearance_ladder=[ladder[rank] for rank in sorted(ladder)],
+        scopes=scopes,
+        read_only=principal.read_only,
+        default_scope=default,
+        default_scope_rule=rule,
+    )
+    lines = [
+        f"Organization {data.organization}; your clearance is {data.clearance} (ladder: {' < '.join(data.clearance_ladder)}).",
+        *(["Read-only: you can recall but not remember or change."] if data.read_only else []),
+        f"remember without a scope stores into {default} ({rule}).",
+        "",
+        "Scopes you can read:",
+        *[
+            f"  - {sc.slug} — {sc.name}: "
+            + ("every member reads it" if sc.visibility == "all_members" else "only members granted it read it")
+            + ("; you can write" if sc.can_write else "; read only for you")
+            for sc in scopes
+        ],
+    ]
+    return Answer(data, "\n".join(lines))
+
+
+async def list_scopes() -> Annotated[CallToolResult, schemas.ListScopesOutput]:
+    """The scopes you can read and write, the clearance ladder, and where `remember` lands by default."""
+    return await _call("list_scopes", _list_scopes)
+
+
+# -- supersede and redact ---------------------------------------------------------------------------
+def _memory_id(memory_id: str) -> str:
+    try:
+        return str(uuid.UUID(str(memory_id)))
+    except ValueError:
+        raise ValidationFailed(
+            f"{str(memory_id)[:60]!r} is not a memory id (a UUID, as recall and list_memories return).",
+            error_code="INVALID_ARGUMENTS",
+        ) from None
+
+
+def _supersede(principal: Principal, memory_id: str, arguments: dict[str, Any]) -> Answer:
+    fields = _validated(SupersedeInput, {name: value for name, value in arguments.items() if value is not None})
+    result = services.memory_supersede(principal=principal, memory_id=_memory_id(memory_id), changes=fields)
+    memory = result.memory
+    data = schemas.ChangeOutput(
+        id=str(memory.pk), status=memory.status, replaces=_memory_id(memory_id), url=memory_url(memory.pk)
+    )
+    text = f'"{memory.title}" now replaces the earlier version ({data.replaces}); recall finds the new one.\n{data.url}'
+    return Answer(data, text, "memory", str(memory.pk))
+
+
+async def supersede(
+    id: Annotated[str, Field(description="The id of the memory the new version replaces.")],
+    content: Annotated[str | None, Field(description="The new content. Carried over from the old version when omitted.")] = None,
+    title: Annotated[str | None, Field(description="The new title, if it changes.")] = None,
+    tags: Annotated[list[str] | None, Field(description="The new tags, if they change.")] = None,
+    source_url: Annotated[str | None, Field(description="Where the new version comes from.")] = None,
+) -> Annotated[CallToolResult, schemas.ChangeOutput]:
+    """Replace an outdated memory with a new version: the old one leaves recall but keeps its
+    history. Use it when a decision or policy changed — not to add unrelated knowledge."""
+    arguments = {"content": content, "title": title, "tags": tags, "source_url": source_url}
+    return await _call("supersede", lambda principal: _supersede(principal, id, arguments))
+
+
+def _redact(principal: Principal, memory_id: str, reason: str) -> Answer:
+    memory = services.memory_redact(principal=principal, memory_id=_memory_id(memory_id), reason=reason)
+    data = schemas.ChangeOutput(id=str(memory.pk), status=memory.status, url=memory_url(memory.pk))
+    return Answer(
+        data,
+        f"Redacted memory {memory.pk}: its content is gone from search; who, when and why are kept.",
+        "memory",
+        str(memory.pk),
+    )
+
+
+async def redact(
+    id: Annotated[str, Field(description="The id of the memory to redact.")],
+    reason: Annotated[str, Field(description="Why it must go (e.g. it holds a secret or personal data).")],
+) -> Annotated[CallToolResult, schemas.ChangeOutput]:
+    """Remove a memory's content from Cortex for good (it holds a secret, personal data, or is
+    wrong and harmful). Irreversible; prefer supersede for knowledge that merely changed."""
+    return await _call("redact", lambda principal: _redact(principal, id, reason))
+
+
+# -- recall_about and recall_timeline ----------------------------------------------------------------
+def _entry(memory: Memory) -> schemas.DossierEntry:
+    return schemas.DossierEntry(
+        id=str(memory.pk),
+        title=memory.title,
+        scope=memory.scope.slug,
+        category=memory.category,
+        valid_from=iso(memory.valid_from),
+        preview=_preview(memory.content),
+        url=memory_url(memory.pk),
+        citation=schemas.Citation(**citation(memory)),
+    )
+
+
+def _entry_lines(rank: int, memory: Memory) -> list[str]:
+    return [
+        "",
+        f"[{rank}] {(iso(memory.valid_from) or '')[:10]} {memory.title} ({memory.category}, scope {memory.scope.slug})",
+        f"    {_preview(memory.content)}",
+        f"    Cite: {_cite(memory)}",
+    ]
+
+
+def _recall_about(principal: Principal, name: str, limit: int) -> Answer:
+    entity = entity_named(principal, name)
+    memories = list(entity_memories(principal, entity).select_related("scope", "author").order_by("-valid_from", "-id")[:limit])
+    data = schemas.RecallAboutOutput(entity=entity.name, kind=entity.kind, results=[_entry(m) for m in memories])
+    lines = [
+        f"{entity.name} ({entity.kind}): {len(memories)} memor{'y' if len(memories) == 1 else 'ies'} you can see, newest first:"
+    ]
+    for rank, memory in enumerate(memories, start=1):
+        lines += _entry_lines(rank, memory)
+    return Answer(data, "\n".join(lines))
+
+
+async def recall_about(
+    entity: Annotated[str, Field(description="A person, system, team, customer or repository, by name.")],
+    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+) -> Annotated[CallToolResult, schemas.RecallAboutOutput]:
+    """A dossier: the memories you can see that mention an entity, newest first (from the entity graph)."""
+    clamped = _clamp(limit)
+    return await _call("recall_about", lambda principal: _recall_about(principal, entity, clamped))
+
+
+def _moment(value: str | None, name: str) -> datetime | None:
+    if not value:
+        return None
+    parsed = parse_datetime(value) or (
+        datetime.combine(parsed_date, time.min, tzinfo=UTC) if (parsed_date := parse_date(value)) else None
+    )
+    if parsed is None:
+        raise ValidationFailed(f"{name}: give an ISO 8601 date or time, e.g. 2025-01-15.", error_code="INVALID_ARGUMENTS")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _recall_timeline(principal: Principal, since: str | None, until: str | None, scope: str | None, limit: int) -> Answer:
+    start, end = _moment(since, "since"), _moment(until, "until")
+    memories = list(memory_timeline(principal, since=start, until=end, scope=scope)[:limit])
+    data = schemas.TimelineOutput(
+        since=iso(start) if start else None, until=iso(end) if end else None, results=[_entry(m) for m in memories]
+    )
+    period = f"from {since or 'the beginning'} until {until or 'now'}"
+    lines = [f"{len(memories)} memor{'y' if len(memories) == 1 else 'ies'} you can see {period}, oldest first:"]
+    for rank, memory in enumerate(memories, start=1):
+        lines += _entry_lines(rank, memory)
+    return Answer(data, "\n".join(lines))
+
+
+async def recall_timeline(
+    since: Annotated[str | None, Field(description="From this date or time (ISO 8601), inclusive.")] = None,
+    until: Annotated[str | None, Field(description="Until this date or time (ISO 8601), exclusive.")] = None,
+    scope: Annotated[str | None, Field(description="Only this scope (slug).")] = None,
+    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+) -> Annotated[CallToolResult, schemas.TimelineOutput]:
+    """Dated memories in the order they happened (by when each became true), oldest first."""
+    clamped = _clamp(limit)
+    return await _call("recall_timeline", lambda principal: _recall_timeline(principal, since, until, scope, clamped))
+
+
 # -- the server ------------------------------------------------------------------------------------
 def _tool(fn: Callable[..., Any], name: str, title: str, annotations: ToolAnnotations) -> Tool:
     tool = Tool.from_function(fn, name=name, title=title, annotations=annotations)
@@ -432,6 +734,29 @@ def tools() -> list[Tool]:
         _tool(recall_tool, "recall", "Recall", _read_only("Recall")),
         _tool(list_memories, "list_memories", "List recent memories", _read_only("List recent memories")),
         _tool(get_memory, "get_memory", "Get a memory", _read_only("Get a memory")),
+        _tool(list_scopes, "list_scopes", "List scopes", _read_only("List scopes")),
+        _tool(recall_about, "recall_about", "Recall about an entity", _read_only("Recall about an entity")),
+        _tool(recall_timeline, "recall_timeline", "Recall a timeline", _read_only("Recall a timeline")),
+        _tool(
+            supersede,
+            "supersede",
+            "Supersede a memory",
+            ToolAnnotations(
+                title="Supersede a memory",
+                read_only_hint=False,
+                destructive_hint=True,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
+        ),
+        _tool(
+            redact,
+            "redact",
+            "Redact a memory",
+            ToolAnnotations(
+                title="Redact a memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+            ),
+        ),
     ]
 
 

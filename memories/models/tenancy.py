@@ -187,6 +187,9 @@ class ApiToken(models.Model):
     # empty, which then means nothing rather than everything.
     narrowed = models.BooleanField(default=False)
     read_only = models.BooleanField(default=False)
+    # Where an agent's `remember` lands when it names no scope or clearance (OAuth consent sets them).
+    default_scope = models.ForeignKey(Scope, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    default_clearance_rank = models.PositiveSmallIntegerField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
     last_used_at = models.DateTimeField(null=True, blank=True)

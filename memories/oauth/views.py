@@ -35,6 +35,9 @@ EXPIRY_CHOICES = [("1", "1 day"), ("7", "7 days"), ("30", "30 days"), ("90", "90
 class ConsentForm(AllowForm):
     organization = forms.ChoiceField(label="Organization")
     scopes = forms.MultipleChoiceField(label="Scopes the agent may use", required=False, widget=forms.CheckboxSelectMultiple)
+    default_scope = forms.ChoiceField(
+        label="New memories go to", required=False, help_text="Where the agent's `remember` lands when it names no scope."
+    )
     read_only = forms.BooleanField(label="Read-only (recall, never remember or change)", required=False)
     expires = forms.ChoiceField(label="Access lasts", choices=EXPIRY_CHOICES, initial="30")
 
@@ -46,6 +49,11 @@ class ConsentForm(AllowForm):
             (f"{key}:{scope.slug}", f"{scope.name} ({scope.slug})")
             for key, p in self.principals.items()
             for scope in p.readable_scopes()
+        ]
+        self.fields["default_scope"].choices = [("", "The organization's default (public-docs)")] + [
+            (f"{key}:{scope.slug}", f"{p.organization.name} — {scope.name}")
+            for key, p in self.principals.items()
+            for scope in p.writable_scopes()
         ]
         if len(self.principals) == 1:
             self.initial.setdefault("organization", next(iter(self.principals)))
@@ -62,6 +70,12 @@ class ConsentForm(AllowForm):
             raise forms.ValidationError("Choose at least one scope of that organization for the agent.")
         if len(slugs) != len(chosen):
             raise forms.ValidationError("The scopes chosen must all belong to the organization chosen.")
+        default = data.get("default_scope") or ""
+        if default and default.split(":", 1)[0] != key:
+            raise forms.ValidationError("The default scope must belong to the organization chosen.")
+        if default and default.split(":", 1)[1] not in slugs:
+            raise forms.ValidationError("The default scope must be one of the scopes the agent may use.")
+        data["default_scope_slug"] = default.split(":", 1)[1] if default else None
         data["scope_slugs"] = slugs
         data["principal"] = self.principals[key]
         days = int(data.get("expires") or 0)
@@ -137,6 +151,7 @@ class ConsentView(AuthorizationView):
                 scope_slugs=form.cleaned_data["scope_slugs"],
                 read_only=form.cleaned_data["read_only"],
                 expires_at=form.cleaned_data["expires_at"],
+                default_scope_slug=form.cleaned_data["default_scope_slug"],
             )
         except CortexError as exc:
             form.add_error(None, exc.message)

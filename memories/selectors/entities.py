@@ -74,3 +74,16 @@ def entity_relations(principal: Principal, entity: Entity) -> list[Relation]:
     for relation in relations[:500]:
         unique.setdefault((relation.source_id, relation.target_id, relation.kind), relation)
     return list(unique.values())
+
+
+def entity_named(principal: Principal, name: str) -> Entity:
+    """The visible entity a name means: an exact (case-insensitive) name first, else the most
+    mentioned one whose name contains it. NotFound when no visible memory mentions such an entity."""
+    name = name.strip()[:100]
+    if not name:
+        raise ValidationFailed("Name the entity (a person, system, team, ...).", error_code="EMPTY_ENTITY")
+    entities = visible_entities(principal, q=name)
+    entity = entities.filter(name__iexact=name).first() or entities.first()
+    if entity is None:
+        raise NotFound(f"No memory you can see mentions {name!r}.")
+    return entity

@@ -130,3 +130,17 @@ def supersession_chain(principal: Principal, memory: Memory, *, limit: int = 50)
         seen.add(newer.pk)
         cursor = newer
     return chain
+
+
+def memory_timeline(
+    principal: Principal, *, since: datetime | None = None, until: datetime | None = None, scope: str | None = None
+) -> QuerySet[Memory]:
+    """Memories the principal may read, in the order they became true (valid_from), oldest first."""
+    memories = visible_memories(principal).select_related("scope", "author")
+    if scope:
+        memories = memories.filter(scope__slug=scope)
+    if since is not None:
+        memories = memories.filter(valid_from__gte=since)
+    if until is not None:
+        memories = memories.filter(valid_from__lt=until)
+    return memories.order_by("valid_from", "id")

@@ -41,6 +41,7 @@ def oauth_grant_create(
     scope_slugs: list[str] | None,
     read_only: bool,
     expires_at: datetime | None,
+    default_scope_slug: str | None = None,
 ) -> OAuthGrant:
     """Record a person's consent: an ApiToken with their choices (a narrowing of their own
     access, checked by token_create) and the grant the client's tokens will act through."""
@@ -55,6 +56,14 @@ def oauth_grant_create(
         by=principal,
     )
     # The token's own secret is never shown: the client holds the toolkit's tokens instead.
+    if default_scope_slug:
+        default_scope = next((sc for sc in principal.writable_scopes() if sc.slug == default_scope_slug), None)
+        if default_scope is None or default_scope_slug not in (scope_slugs or [default_scope_slug]):
+            raise ValidationFailed(
+                f"The agent cannot write to {default_scope_slug!r}, so it cannot be its default scope.",
+                error_code="DEFAULT_SCOPE_NOT_WRITABLE",
+            )
+        ApiToken.objects.filter(pk=token.pk).update(default_scope=default_scope)
     grant = OAuthGrant.objects.create(token=token, application=application, resource=resource)
     record(
         "oauth.grant",
@@ -69,6 +78,7 @@ def oauth_grant_create(
             "read_only": read_only,
             "expires_at": expires_at.isoformat() if expires_at else None,
             "resource": resource,
+            "default_scope": default_scope_slug,
         },
     )
     return grant

@@ -32,7 +32,17 @@ from memories.services import memories as services
 from memories.services import tenancy
 
 ACCEPT = "application/json, text/event-stream"
-TOOLS = {"remember", "recall", "list_memories", "get_memory"}
+TOOLS = {
+    "remember",
+    "recall",
+    "list_memories",
+    "get_memory",
+    "list_scopes",
+    "supersede",
+    "redact",
+    "recall_about",
+    "recall_timeline",
+}
 
 
 @pytest.fixture
@@ -151,7 +161,7 @@ def test_tools_list_publishes_input_and_output_schemas_and_annotations(world: Si
     assert set(remember.output_schema["required"]) >= {"id", "title", "scope", "scope_resolution", "status", "url"}
     assert tools["recall"].input_schema["required"] == ["query"]
     assert tools["recall"].input_schema["properties"]["limit"]["default"] == 5
-    assert set(tools["recall"].input_schema["properties"]) == {"query", "limit", "scopes", "category", "tags"}
+    assert set(tools["recall"].input_schema["properties"]) == {"query", "limit", "scopes", "category", "tags", "max_tokens"}
     assert tools["list_memories"].input_schema["properties"]["limit"]["default"] == 20
     assert tools["get_memory"].input_schema["required"] == ["id"]
     for name in ("recall", "list_memories", "get_memory"):
@@ -184,6 +194,7 @@ def test_remember_stores_an_mcp_memory_authored_by_the_tokens_user(world: Simple
         "title": "API Rate Limiting Policy",
         "scope": "engineering",
         "scope_resolution": "explicit",
+        "readers": "members granted the scope engineering with clearance Manager or above",
         "status": "active",
         "deduplicated": False,
         "url": f"{settings.CORTEX_BASE_URL}/memories/{memory.pk}/",
@@ -444,10 +455,11 @@ def test_another_organizations_memory_is_the_same_not_found_as_a_random_id(world
     token = world.tokens["executive"]
     foreign = _error(mcp_client.call(token, "get_memory", id=world.memories["globex"]))
     random_id = _error(mcp_client.call(token, "get_memory", id=str(uuid.uuid4())))
-    malformed = _error(mcp_client.call(token, "get_memory", id="not-a-uuid"))
     forbidden = _error(mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["falcon"]))
-    for error in (foreign, random_id, malformed, forbidden):
+    for error in (foreign, random_id, forbidden):
         assert (error["error_code"], error["message"], error["details"]) == ("NOT_FOUND", "Memory not found.", {})
+    # A malformed id is bad input (as in REST), never evidence about what exists.
+    assert _error(mcp_client.call(token, "get_memory", id="not-a-uuid"))["error_code"] == "INVALID_ARGUMENTS"
     assert (
         _error(mcp_client.call(world.tokens["outsider"], "get_memory", id=world.memories["freeze"]))["error_code"] == "NOT_FOUND"
     )
