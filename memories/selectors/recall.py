@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ from audit.services import record
 from cortex_site.errors import ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
-from memories.models import Memory, MemoryChunk, Scope
+from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, query_terms
 from memories.services.embedding import embed_for_store
@@ -107,25 +108,47 @@ def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
     return ids
 
 
-def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], list[float], list[bool]]:
-    """Drop stop words; weight each remaining term by its rarity in the organization.
+def _statistics_key(rule: sql.ChunkFilter) -> str:
+    """Cache key of the term statistics under one read rule (organization, readable scopes, clearance)."""
+    digest = hashlib.blake2b(",".join(map(str, sorted(rule.scope_ids))).encode(), digest_size=8).hexdigest()
+    return f"recall:stats:{rule.organization_id}:{rule.clearance_rank}:{digest}"
 
-    Also says which terms are common (see COMMON_SHARE): those do not select lexical
-    candidates on their own (see sql.lexical_hits).
+
+def statistics_rule(principal: Principal) -> sql.ChunkFilter:
+    """The reader's whole read rule, not a query's narrowing (one cache entry per reader kind)."""
+    return sql.ChunkFilter(
+        organization_id=principal.organization_id,
+        scope_ids=sorted(principal.readable_scope_ids),
+        clearance_rank=principal.clearance_rank,
+        moment=timezone.now(),
+    )
+
+
+def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], list[float], list[bool], list[int]]:
+    """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see.
+
+    `rule` is the reader's read rule (every readable scope, their clearance): the statistics never
+    count what this reader cannot see, so nobody's hidden writes move their scores. Also says which
+    terms are common (see COMMON_SHARE): those do not select lexical candidates on their own (see
+    sql.lexical_hits); and returns each kept term's document frequency.
     """
-    total_key = f"recall:chunks:{organization_id}"
-    keys = {term: f"recall:df:{organization_id}:{term.lower()[:100]}" for term in terms}
+    prefix = _statistics_key(rule)
+    total_key = f"{prefix}:chunks"
+    keys = {term: f"{prefix}:df:{term.lower()[:100]}" for term in terms}
     cached = cache.get_many([total_key, *keys.values()])  # one round trip, not one per term
     total = cached.get(total_key)
-    if total is None:
-        total = max(1, MemoryChunk.objects.filter(organization_id=organization_id, status=Memory.Status.ACTIVE).count())
-        cache.set(total_key, total, 300)
+    missing = [term for term in terms if cached.get(keys[term]) is None]
+    counted: dict[str, int] = {}
+    if missing or total is None:
+        counted_total, counted = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        if total is None:
+            total = max(1, counted_total or 0)
+            cache.set(total_key, total, 300)
     common_from = min(DF_CAP, max(COMMON_FLOOR, int(total * COMMON_SHARE)))
     kept: list[str] = []
     weights: list[float] = []
     common: list[bool] = []
-    missing = [term for term in terms if cached.get(keys[term]) is None]
-    counted = sql.term_document_frequencies(organization_id, missing, DF_CAP)
+    frequencies: list[int] = []
     for term in terms:
         df = cached.get(keys[term])
         if df is None:
@@ -138,9 +161,10 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
         kept.append(term)
         weights.append(weight)
         common.append(df >= common_from)
+        frequencies.append(df)
     if counted:
         cache.set_many({keys[term]: df for term, df in counted.items()}, 600)
-    return kept, weights, common
+    return kept, weights, common, frequencies
 
 
 def _snippet(text: str, terms: Sequence[str]) -> str:
@@ -275,7 +299,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     vector = embed_for_store([text], for_write=False)[0]
     embedded = time.perf_counter()
 
-    terms, weights, common = _term_weights(principal.organization_id, query_terms(text))
+    terms, weights, common, _frequencies = _term_weights(statistics_rule(principal), query_terms(text))
     k = max(query.limit * 4, 40)
     dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
     # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
