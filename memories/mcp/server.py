@@ -263,11 +263,11 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
     query = recall_query(values)
     try:
         found = recall(principal, query)
-        hits, took_ms = found.hits, found.took_ms
+        hits, took_ms, confident = found.hits, found.took_ms, found.confident
     except ValidationFailed as exc:
         if exc.error_code != "EMPTY_QUERY":
             raise
-        hits, took_ms = [], 0.0  # an agent sending nothing gets nothing, not an error
+        hits, took_ms, confident = [], 0.0, False  # an agent sending nothing gets nothing, not an error
     results = [
         schemas.RecallHit(
             rank=rank,
@@ -277,6 +277,8 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
             score=hit.score,
             relevance=hit.relevance,
             recency=hit.recency,
+            match=hit.match,
+            confidence=hit.confidence,
             scope=hit.memory.scope.slug,
             url=memory_url(hit.memory.pk),
             citation=schemas.Citation(**citation(hit.memory)),
@@ -284,14 +286,20 @@ def _recall(principal: Principal, arguments: dict[str, Any]) -> Answer:
         )
         for rank, hit in enumerate(hits, start=1)
     ]
-    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, took_ms=took_ms)
+    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, confident=confident, took_ms=took_ms)
     if not hits:
         return Answer(data, f'No memories you can see match "{query.query}".')
-    lines = [f'{len(hits)} memor{"y" if len(hits) == 1 else "ies"} for "{query.query}", best first:']
+    count = f"{len(hits)} memor{'y' if len(hits) == 1 else 'ies'}"
+    lines = [
+        f'{count} for "{query.query}", best first:'
+        if confident
+        else f'No confident match for "{query.query}" — the {count} closest (weak matches, probably not the answer):'
+    ]
     for rank, hit in enumerate(hits, start=1):
         lines += [
             "",
-            f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
+            f"[{rank}] {hit.memory.title} ({hit.confidence.value} match {hit.match:.2f}; "
+            f"score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
             f"    {hit.snippet}",
             *(
                 [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]

@@ -1,7 +1,14 @@
 from memories.models.conflicts import Conflict
 from memories.models.entities import Entity, EntityMention, Relation
 from memories.models.jobs import Job
-from memories.models.memory import DEFAULT_EMBEDDING_DIM, EmbeddingSignature, Memory, MemoryChunk, SourceScopeRule
+from memories.models.memory import (
+    DEFAULT_EMBEDDING_DIM,
+    EmbeddingSignature,
+    Memory,
+    MemoryChunk,
+    RecallTerm,
+    SourceScopeRule,
+)
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -29,6 +36,7 @@ __all__ = [
     "Memory",
     "MemoryChunk",
     "Organization",
+    "RecallTerm",
     "Relation",
     "Scope",
     "ScopeGrant",

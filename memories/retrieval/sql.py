@@ -289,3 +289,22 @@ def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple
             [list(chunk_ids), threshold],
         )
         return {(row[0], row[1]) for row in cursor.fetchall()}
+
+
+def vocabulary_matches(organization_id: int, variants: Sequence[str]) -> dict[str, str]:
+    """Which of the given spellings stem to a lexeme of the organization's vocabulary
+    (memories_recallterm): spelling → lexeme. One round trip, on the unique index. Candidates only —
+    the caller keeps those that occur in chunks the reader may see."""
+    if not variants:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT v.spelling, r.lexeme
+              FROM unnest(%s::text[]) AS v(spelling)
+              JOIN memories_recallterm AS r
+                ON r.organization_id = %s AND r.lexeme = (ts_lexize('english_stem', v.spelling))[1]
+            """,
+            [list(variants), organization_id],
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}
