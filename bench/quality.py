@@ -325,8 +325,10 @@ def render_quick(report: dict[str, Any]) -> str:
     lines.append("")
     lines.append("| type | r@5 tuning | r@5 held-out | MRR tuning | MRR held-out |")
     lines.append("| --- | --- | --- | --- | --- |")
+    empty = {"recall@5": float("nan"), "mrr@10": float("nan")}
     for query_type in TYPES:
-        t, h = report["tuning"]["by_type"][query_type], report["held-out"]["by_type"][query_type]
+        t = report["tuning"]["by_type"].get(query_type, empty)
+        h = report["held-out"]["by_type"].get(query_type, empty)
         lines.append(f"| {query_type} | {t['recall@5']:.3f} | {h['recall@5']:.3f} | {t['mrr@10']:.3f} | {h['mrr@10']:.3f} |")
     lines.append("")
     lines.append(
@@ -402,13 +404,15 @@ def main() -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table"
     )
+    parser.add_argument("--set", type=Path, default=DATA, help="the evaluation set's directory (memories.jsonl, queries.jsonl)")
     parser.add_argument(
         "--quick", action="store_true", help="full score only: tuning / held-out halves, and confidence on unanswerable queries"
     )
     args = parser.parse_args()
 
-    memories = load_jsonl(DATA / "memories.jsonl")
-    queries = load_jsonl(DATA / "queries.jsonl")
+    memories = load_jsonl(args.set / "memories.jsonl")
+    queries = load_jsonl(args.set / "queries.jsonl")
+    TYPES[:] = list(dict.fromkeys(q["type"] for q in queries))
     with ExitStack() as stack:
         start_environment(stack, args.embedder, args.with_conflicts)
         client, ids, load_seconds, member = build_world(memories)
@@ -420,7 +424,10 @@ def main() -> int:
             sweep(queries, ids, Principal(member), args.embedder)
             return 0
         if args.quick:
-            result = quick(client, queries, load_jsonl(DATA / "unanswerable.jsonl"), ids)
+            unanswerable = args.set / "unanswerable.jsonl"
+            result = quick(
+                client, queries, load_jsonl(unanswerable if unanswerable.exists() else DATA / "unanswerable.jsonl"), ids
+            )
             print(render_quick(result))
             explain(args.explain, queries, ids, Principal(member))
             if args.failures:

@@ -136,7 +136,7 @@ class RecallHitOutput(serializers.Serializer):
     )
     confidence = serializers.ChoiceField(
         choices=["strong", "partial", "weak"],
-        help_text="match ≥ 0.75 strong, ≥ 0.45 partial, else weak (thresholds in docs/quality.md).",
+        help_text="match ≥ 0.75 strong, ≥ 0.38 partial, else weak (thresholds in docs/quality.md).",
     )
     snippet = serializers.CharField()
     chunk_index = serializers.IntegerField()

@@ -43,7 +43,7 @@ class RecallHit(BaseModel):
     relevance: float = Field(description="Relative to this recall's best candidate (1 = the best).")
     recency: float
     match: float = Field(description="Absolute match strength in [0, 1], comparable across queries.")
-    confidence: Confidence = Field(description="match ≥ 0.75 strong, ≥ 0.45 partial, else weak.")
+    confidence: Confidence = Field(description="match ≥ 0.75 strong, ≥ 0.38 partial, else weak.")
     scope: str
     url: str
     citation: Citation

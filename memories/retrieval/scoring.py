@@ -121,7 +121,7 @@ class ConfidenceThresholds:
     partial: float
 
 
-CONFIDENCE_THRESHOLDS = ConfidenceThresholds(strong=0.75, partial=0.45)
+CONFIDENCE_THRESHOLDS = ConfidenceThresholds(strong=0.75, partial=0.38)
 
 
 def confidence(match: float, thresholds: ConfidenceThresholds | None = None) -> Confidence:

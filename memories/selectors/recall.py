@@ -210,6 +210,16 @@ def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[in
     return corrected
 
 
+def _names_nothing_visible(text: str, terms: list[str], frequencies: list[int]) -> bool:
+    """Whether the query names an identifier or a proper name (capitalised, not the first word) that
+    occurs in no chunk the reader may see."""
+    first = query_terms(text)[:1]
+    return any(
+        df == 0 and (is_identifier(term) or (term[:1].isupper() and term[1:].islower() and term not in first))
+        for term, df in zip(terms, frequencies, strict=True)
+    )
+
+
 def _snippet(text: str, terms: Sequence[str]) -> str:
     lowered = text.lower()
     positions = [lowered.find(t.lower()) for t in terms]
@@ -425,6 +435,10 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
+    # A query naming something no visible memory holds (an id, a name) has no exact answer here:
+    # every candidate's absolute match says so. Uniform, so the ranking does not move.
+    unmatched = _names_nothing_visible(text, terms, frequencies)
+    absent = 1.0 - params.miss_penalty if unmatched else 1.0
     via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
@@ -445,8 +459,8 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
                 chunk_index=candidate.chunk.index,
                 dense=round(candidate.dense, 6),
                 lexical=round(candidate.lexical, 6),
-                match=round(strength, 6),
-                confidence=scoring.confidence(strength),
+                match=round(strength * absent, 6),
+                confidence=scoring.confidence(strength * absent),
                 earlier_version=via.get(candidate.earlier_version_id),
             )
         )

@@ -114,3 +114,15 @@ def test_the_search_page_says_no_confident_match_and_shows_match_strength(
     # An outsider (another organization) sees none of it.
     foreign = signed_in(outsider).get("/memories/", {"q": "discount policy"}).content.decode()
     assert "Discount policy" not in foreign and "Strong match" not in foreign
+
+
+@pytest.mark.django_db
+def test_naming_what_nobody_visible_holds_lowers_match_but_not_the_ranking(acme: dict[str, Any], notes: dict[str, Any]) -> None:
+    reader = principal(acme["employee"])
+    plain = recall(reader, RecallQuery("deploy freeze"), audit=False)
+    named = recall(reader, RecallQuery("deploy freeze Cyberdyne"), audit=False)
+    ticket = recall(reader, RecallQuery("deploy freeze DEPLOY-4242"), audit=False)
+    assert plain.hits[0].memory == named.hits[0].memory == ticket.hits[0].memory == notes["Deploy freeze"]
+    # A name or an id that occurs in nothing the reader may see: the deploy-freeze note is not the exact answer.
+    assert named.hits[0].match < plain.hits[0].match and ticket.hits[0].match < plain.hits[0].match
+    assert named.hits[0].confidence is not scoring.Confidence.STRONG
