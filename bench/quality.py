@@ -215,7 +215,10 @@ def explain(query_ids: list[str], queries: list[dict[str, Any]], ids: dict[str, 
 
 
 def sweep(queries: list[dict[str, Any]], ids: dict[str, str], principal: Any, embedder: str) -> None:
-    """Rank every query under each parameter set (through the recall selector, full 70/30 mode)."""
+    """Rank every query under each parameter set (through the recall selector, full 70/30 mode).
+
+    QUALITY_GRID is a JSON object of RankingParams fields (and `ceiling`, the dense calibration's)
+    to lists of values; figures per half (tuning = even query ids, held-out = odd)."""
     import dataclasses
     import itertools
 
@@ -224,34 +227,116 @@ def sweep(queries: list[dict[str, Any]], ids: dict[str, str], principal: Any, em
 
     keys = {v: k for k, v in ids.items()}
     base_params, base_calibration = scoring.PARAMS, scoring.CALIBRATIONS[embedder]
-    grid = json.loads(os.environ.get("QUALITY_GRID", "null")) or {
-        "spread_power": [1.0, 2.0],
-        "version_similarity": [None, 0.7, 0.8],
-        "ceiling": [0.70, 0.80],
-        "title_share": [0.3],
-    }
-    print("\n| spread | versions | ceiling | title | r@1 | r@5 | MRR@10 | recency pairs | min type r@5 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    grid = json.loads(os.environ.get("QUALITY_GRID", "null")) or {"version_similarity": [None, 0.65, 0.8, 0.9]}
+    names = list(grid)
+    print(
+        "\n| " + " | ".join(names) + " | r@5 tuning | MRR tuning | r@5 held-out | MRR held-out | recency pairs | min type r@5 |"
+    )
+    print("| " + " | ".join("---" for _ in names) + " | --- | --- | --- | --- | --- | --- |")
     try:
-        for power, version, ceiling, title in itertools.product(*grid.values()):
-            scoring.PARAMS = dataclasses.replace(base_params, spread_power=power, version_similarity=version, title_share=title)
+        for values in itertools.product(*grid.values()):
+            chosen = dict(zip(names, values, strict=True))
+            ceiling = chosen.pop("ceiling", base_calibration.ceiling)
+            scoring.PARAMS = dataclasses.replace(base_params, **chosen)
             scoring.CALIBRATIONS[embedder] = scoring.Calibration(base_calibration.floor, ceiling)
             runs = []
             for query in queries:
                 hits = recall(principal, RecallQuery(query=query["query"], limit=50), audit=False).hits
                 runs.append({"query": query, "ranked": [keys[str(h.memory.pk)] for h in hits]})
-            m = metrics(runs)
+            tuning = metrics([r for r in runs if not held_out(r["query"])])
+            held = metrics([r for r in runs if held_out(r["query"])])
             by_type = defaultdict(list)
             for run in runs:
                 by_type[run["query"]["type"]].append(run)
             worst = min(metrics(r)["recall@5"] for r in by_type.values())
             wins, total = recency_pairs(runs)
             print(
-                f"| {power} | {version} | {ceiling} | {title} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {wins}/{total} | {worst:.3f} |",
+                "| " + " | ".join(str(v) for v in values) + f" | {tuning['recall@5']:.3f} | {tuning['mrr@10']:.3f} | "
+                f"{held['recall@5']:.3f} | {held['mrr@10']:.3f} | {wins}/{total} | {worst:.3f} |",
                 flush=True,
             )
     finally:
         scoring.PARAMS, scoring.CALIBRATIONS[embedder] = base_params, base_calibration
+
+
+def held_out(query: dict[str, Any]) -> bool:
+    """The held-out half of the dev set: odd-numbered queries (balanced across types). Tuning uses the even half."""
+    return int("".join(ch for ch in query["id"] if ch.isdigit())) % 2 == 1
+
+
+def quick(client: Any, queries: list[dict[str, Any]], unanswerable: list[dict[str, Any]], ids: dict[str, str]) -> dict[str, Any]:
+    """Full score only, through POST /api/recall: figures for the tuning half, the held-out half and the
+    whole set, per type, recency pairs, and how often confidence is right (genuine answers flagged
+    weak; unanswerable queries — nonsense, out of scope — flagged not confident)."""
+    by_id = {v: k for k, v in ids.items()}
+    runs = []
+    for query in [*queries, *unanswerable]:
+        response = client.post("/api/recall", json.dumps({"query": query["query"], "limit": 50}), content_type="application/json")
+        assert response.status_code == 200, response.content
+        body = response.json()
+        ranked = [by_id[hit["memory"]["id"]] for hit in body["results"]]
+        matches = [hit.get("match") for hit in body["results"]]
+        labels = [hit.get("confidence") for hit in body["results"]]
+        runs.append({"query": query, "ranked": ranked, "confident": body.get("confident"), "matches": matches, "labels": labels})
+    genuine = [r for r in runs if "relevant" in r["query"]]
+    noise = [r for r in runs if "relevant" not in r["query"]]
+    report: dict[str, Any] = {}
+    for name, part in (
+        ("tuning", [r for r in genuine if not held_out(r["query"])]),
+        ("held-out", [r for r in genuine if held_out(r["query"])]),
+        ("all", genuine),
+    ):
+        by_type = defaultdict(list)
+        for run in part:
+            by_type[run["query"]["type"]].append(run)
+        report[name] = {
+            "overall": metrics(part),
+            "by_type": {t: metrics(r) for t, r in by_type.items()},
+            "recency_pairs": recency_pairs(part),
+        }
+
+    def answer_label(run: dict[str, Any]) -> str | None:
+        answers = {k for k, g in run["query"]["relevant"].items() if g == 2}
+        return next((run["labels"][i] for i, key in enumerate(run["ranked"][:5]) if key in answers), None)
+
+    report["genuine_not_confident"] = sum(1 for r in genuine if r["confident"] is False) / len(genuine)
+    report["genuine_answer_weak"] = sum(1 for r in genuine if answer_label(r) == "weak") / len(genuine)
+    report["unanswerable_not_confident"] = sum(1 for r in noise if r["confident"] is not True) / max(1, len(noise))
+    report["top_match_genuine"] = sorted(r["matches"][0] for r in genuine if r["matches"] and r["matches"][0] is not None)
+    report["top_match_unanswerable"] = sorted(r["matches"][0] for r in noise if r["matches"] and r["matches"][0] is not None)
+    report["runs"] = runs
+    return report
+
+
+def render_quick(report: dict[str, Any]) -> str:
+    lines = [
+        "| part | n | recall@1 | recall@5 | MRR@10 | nDCG@10 | lowest type r@5 | recency pairs |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for name in ("tuning", "held-out", "all"):
+        part = report[name]
+        m = part["overall"]
+        worst = min(part["by_type"].items(), key=lambda item: item[1]["recall@5"])
+        wins, total = part["recency_pairs"]
+        lines.append(
+            f"| {name} | {m['n']} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} | "
+            f"{worst[1]['recall@5']:.3f} ({worst[0]}) | {wins}/{total} |"
+        )
+    lines.append("")
+    lines.append("| type | r@5 tuning | r@5 held-out | MRR tuning | MRR held-out |")
+    lines.append("| --- | --- | --- | --- | --- |")
+    empty = {"recall@5": float("nan"), "mrr@10": float("nan")}
+    for query_type in TYPES:
+        t = report["tuning"]["by_type"].get(query_type, empty)
+        h = report["held-out"]["by_type"].get(query_type, empty)
+        lines.append(f"| {query_type} | {t['recall@5']:.3f} | {h['recall@5']:.3f} | {t['mrr@10']:.3f} | {h['mrr@10']:.3f} |")
+    lines.append("")
+    lines.append(
+        f"Confidence: genuine queries answered `confident: false` {report['genuine_not_confident']:.1%}, "
+        f"genuine answers labelled weak {report['genuine_answer_weak']:.1%}; "
+        f"unanswerable queries not confident {report['unanswerable_not_confident']:.1%}."
+    )
+    return "\n".join(lines)
 
 
 def render(report: dict[str, Any]) -> str:
@@ -319,19 +404,43 @@ def main() -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table"
     )
+    parser.add_argument("--set", type=Path, default=DATA, help="the evaluation set's directory (memories.jsonl, queries.jsonl)")
+    parser.add_argument(
+        "--quick", action="store_true", help="full score only: tuning / held-out halves, and confidence on unanswerable queries"
+    )
     args = parser.parse_args()
 
-    memories = load_jsonl(DATA / "memories.jsonl")
-    queries = load_jsonl(DATA / "queries.jsonl")
+    memories = load_jsonl(args.set / "memories.jsonl")
+    queries = load_jsonl(args.set / "queries.jsonl")
+    TYPES[:] = list(dict.fromkeys(q["type"] for q in queries))
     with ExitStack() as stack:
         start_environment(stack, args.embedder, args.with_conflicts)
         client, ids, load_seconds, member = build_world(memories)
         report: dict[str, Any] = {"memories": len(memories), "queries": len(queries), "load_seconds": load_seconds, "modes": {}}
         all_runs = {}
-        if args.sweep:
-            from memories.access import Principal
+        from memories.access import Principal
 
+        if args.sweep:
             sweep(queries, ids, Principal(member), args.embedder)
+            return 0
+        if args.quick:
+            unanswerable = args.set / "unanswerable.jsonl"
+            result = quick(
+                client, queries, load_jsonl(unanswerable if unanswerable.exists() else DATA / "unanswerable.jsonl"), ids
+            )
+            print(render_quick(result))
+            explain(args.explain, queries, ids, Principal(member))
+            if args.failures:
+                for run in result["runs"]:
+                    if "relevant" not in run["query"]:
+                        continue
+                    answers = {k for k, g in run["query"]["relevant"].items() if g == 2}
+                    if not answers & set(run["ranked"][:5]):
+                        print(
+                            f"MISS {run['query']['id']} {run['query']['query']!r} want {sorted(answers)} got {run['ranked'][:5]}"
+                        )
+            if args.json:
+                args.json.write_text(json.dumps(result, indent=2, default=str))
             return 0
         for mode in MODES:
             runs = run_queries(client, queries, ids, mode)

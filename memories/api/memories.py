@@ -129,8 +129,15 @@ class EarlierVersionOutput(serializers.Serializer):
 class RecallHitOutput(serializers.Serializer):
     memory = MemoryOutput()
     score = serializers.FloatField()
-    relevance = serializers.FloatField()
+    relevance = serializers.FloatField(help_text="Relative to this recall's best candidate (1 = the best); used by score.")
     recency = serializers.FloatField()
+    match = serializers.FloatField(
+        help_text="Absolute match strength in [0, 1], comparable across queries (meaning and keywords, calibrated)."
+    )
+    confidence = serializers.ChoiceField(
+        choices=["strong", "partial", "weak"],
+        help_text="match ≥ 0.75 strong, ≥ 0.38 partial, else weak (thresholds in docs/quality.md).",
+    )
     snippet = serializers.CharField()
     chunk_index = serializers.IntegerField()
     citation = serializers.DictField()
@@ -141,6 +148,9 @@ class RecallHitOutput(serializers.Serializer):
 
 class RecallOutput(serializers.Serializer):
     results = RecallHitOutput(many=True)
+    confident = serializers.BooleanField(
+        help_text="False when no result is at least a partial match: the results are only the closest memories."
+    )
     took_ms = serializers.FloatField()
 
 
@@ -169,6 +179,8 @@ def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any
                 "score": hit.score,
                 "relevance": hit.relevance,
                 "recency": hit.recency,
+                "match": hit.match,
+                "confidence": hit.confidence.value,
                 "snippet": hit.snippet,
                 "chunk_index": hit.chunk_index,
                 "citation": citation(hit.memory),
@@ -180,6 +192,7 @@ def recall_response(principal: Principal, result: RecallResult) -> dict[str, Any
             }
             for position, hit in enumerate(result.hits)
         ],
+        "confident": result.confident,
         "took_ms": result.took_ms,
     }
 

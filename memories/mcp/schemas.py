@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from memories.retrieval.scoring import Confidence
+
 
 class Citation(BaseModel):
     """What an agent quotes when it uses a memory (the same citation REST recall returns)."""
@@ -42,8 +44,10 @@ class RecallHit(BaseModel):
     title: str
     snippet: str = Field(description="The best-matching passage of the memory.")
     score: float = Field(description="0.7 · relevance + 0.3 · recency.")
-    relevance: float
+    relevance: float = Field(description="Relative to this recall's best candidate (1 = the best).")
     recency: float
+    match: float = Field(description="Absolute match strength in [0, 1], comparable across queries.")
+    confidence: Confidence = Field(description="match ≥ 0.75 strong, ≥ 0.38 partial, else weak.")
     scope: str
     url: str
     citation: Citation
@@ -57,6 +61,7 @@ class RecallOutput(BaseModel):
     query: str
     limit: int
     results: list[RecallHit]
+    confident: bool = Field(description="False when no result is at least a partial match: only the closest memories.")
     took_ms: float
     packing: Packing | None = Field(default=None, description="How the results were fitted into max_tokens, when given.")
 

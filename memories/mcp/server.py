@@ -312,7 +312,8 @@ def estimate_tokens(text: str) -> int:
 def _hit_lines(rank: int, hit: Any, body: str) -> list[str]:
     return [
         "",
-        f"[{rank}] {hit.memory.title} (score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
+        f"[{rank}] {hit.memory.title} ({hit.confidence.value} match {hit.match:.2f}; "
+        f"score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
         *[f"    {line}" for line in body.splitlines() or [""]],
         *(
             [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]
@@ -368,12 +369,17 @@ def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | N
     query = recall_query(values)
     try:
         found = recall(principal, query)
-        hits, took_ms = found.hits, found.took_ms
+        hits, took_ms, confident = found.hits, found.took_ms, found.confident
     except ValidationFailed as exc:
         if exc.error_code != "EMPTY_QUERY":
             raise
-        hits, took_ms = [], 0.0  # an agent sending nothing gets nothing, not an error
-    header = f'{len(hits)} memor{"y" if len(hits) == 1 else "ies"} for "{query.query}", best first:'
+        hits, took_ms, confident = [], 0.0, False  # an agent sending nothing gets nothing, not an error
+    count = f"{len(hits)} memor{'y' if len(hits) == 1 else 'ies'}"
+    header = (
+        f'{count} for "{query.query}", best first:'
+        if confident
+        else f'No confident match for "{query.query}" — the {count} closest (weak matches, probably not the answer):'
+    )
     lines, tiers, dropped = pack(header, list(hits), max_tokens)
     results = [
         schemas.RecallHit(
@@ -384,6 +390,8 @@ def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | N
             score=hit.score,
             relevance=hit.relevance,
             recency=hit.recency,
+            match=hit.match,
+            confidence=hit.confidence,
             scope=hit.memory.scope.slug,
             url=memory_url(hit.memory.pk),
             citation=schemas.Citation(**citation(hit.memory)),
@@ -403,7 +411,9 @@ def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | N
             preview=[i for i, t in tiers.items() if t == "preview"],
             dropped=dropped,
         )
-    data = schemas.RecallOutput(query=query.query, limit=query.limit, results=results, took_ms=took_ms, packing=packing)
+    data = schemas.RecallOutput(
+        query=query.query, limit=query.limit, results=results, confident=confident, took_ms=took_ms, packing=packing
+    )
     if not hits:
         return Answer(data, f'No memories you can see match "{query.query}".')
     return Answer(data, text)

@@ -1,7 +1,14 @@
 from memories.models.conflicts import Conflict
 from memories.models.entities import Entity, EntityMention, Relation
 from memories.models.jobs import Job
-from memories.models.memory import DEFAULT_EMBEDDING_DIM, EmbeddingSignature, Memory, MemoryChunk, SourceScopeRule
+from memories.models.memory import (
+    DEFAULT_EMBEDDING_DIM,
+    EmbeddingSignature,
+    Memory,
+    MemoryChunk,
+    RecallTerm,
+    SourceScopeRule,
+)
 from memories.models.oauth import OAuthGrant
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
@@ -31,6 +38,7 @@ __all__ = [
     "MemoryChunk",
     "OAuthGrant",
     "Organization",
+    "RecallTerm",
     "Relation",
     "Scope",
     "ScopeGrant",

@@ -153,3 +153,22 @@ class SourceScopeRule(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} → {self.scope}"
+
+
+class RecallTerm(models.Model):
+    """One lexeme that occurs (or occurred) in some chunk of the organization: the vocabulary typo
+    tolerance corrects query words against. Maintained by a statement trigger on
+    memories_memorychunk (migration 0006_recall_vocabulary), so every write path keeps it in step.
+
+    It only proposes corrections: recall keeps a correction only when it occurs in chunks the reader
+    may see (under their read rule), so a word from a hidden memory changes nothing for them. Words
+    whose chunks are gone stay (harmless for the same reason)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    lexeme = models.TextField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["organization", "lexeme"], name="recall_term_unique")]
+
+    def __str__(self) -> str:
+        return self.lexeme

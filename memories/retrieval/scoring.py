@@ -4,6 +4,7 @@
     relevance = (strength / best strength in the pool) ^ SPREAD_POWER
     recency   = 2^(−age_days / half_life)                age from valid_from
     score     = 0.7 · relevance + 0.3 · recency
+    match     = strength (after the selective-term penalty), absolute: the same across queries
 
 `dense` maps cosine similarity onto [0, 1] with a per-model calibration (what counts as
 unrelated and as a strong match differs between models). `lexical` is the IDF-weighted
@@ -36,8 +37,12 @@ class RankingParams:
     identifier_boost: float = 1.5  # IDF multiplier for ticket ids, error codes, versions
     pool_size: int = 30  # candidates the blend ranks (by strength) — the rest are not returned
     spread_power: float = 1.0
-    version_similarity: float | None = 0.65  # best-chunk cosine at which two candidates are versions
+    version_similarity: float | None = 0.7  # best-chunk cosine at which two candidates may be versions
     min_share: float = 0.2  # candidates weaker than this share of the strongest are noise, not results
+    # Selective query terms: identifiers, and words in at most `rare_df` visible chunks. A candidate
+    # lacking selective terms that other candidates hold loses up to `miss_penalty` of its strength.
+    rare_df: int = 1
+    miss_penalty: float = 0.5
 
 
 PARAMS = RankingParams()
@@ -85,8 +90,47 @@ def lexical_strength(
     return coverage * ((1 - title_share) + title_share * in_title)
 
 
+def missing_share(body_hits: Sequence[bool], selective: Sequence[float]) -> float:
+    """How much selective weight (0 for terms that are not selective) a chunk lacks, relative to the
+    heaviest selective term and at most 1: lacking the one ticket id asked about costs the full
+    penalty even when the query also names a version every twin shares."""
+    heaviest = max(selective, default=0.0)
+    if heaviest <= 0:
+        return 0.0
+    return min(1.0, sum(w for w, hit in zip(selective, body_hits, strict=True) if not hit) / heaviest)
+
+
 def fuse(dense: float, lexical: float) -> float:
     return 1.0 - (1.0 - dense) * (1.0 - lexical)
+
+
+class Confidence(enum.StrEnum):
+    """How strong a match is, on the absolute `match` scale (see CONFIDENCE_THRESHOLDS)."""
+
+    STRONG = "strong"
+    PARTIAL = "partial"
+    WEAK = "weak"
+
+
+@dataclass(frozen=True)
+class ConfidenceThresholds:
+    """`match` at or above `strong` is a strong match; at or above `partial` a partial one; below, weak.
+    Chosen on data (docs/quality.md: the dev set's tuning half, templated corpora, unanswerable queries)."""
+
+    strong: float
+    partial: float
+
+
+CONFIDENCE_THRESHOLDS = ConfidenceThresholds(strong=0.75, partial=0.38)
+
+
+def confidence(match: float, thresholds: ConfidenceThresholds | None = None) -> Confidence:
+    limits = thresholds or CONFIDENCE_THRESHOLDS
+    if match >= limits.strong:
+        return Confidence.STRONG
+    if match >= limits.partial:
+        return Confidence.PARTIAL
+    return Confidence.WEAK
 
 
 def recency(valid_from: datetime, moment: datetime, half_life_days: float) -> float:

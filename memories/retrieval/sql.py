@@ -152,28 +152,46 @@ def lexical_hits(
         return [row[0] for row in cursor.fetchall()]
 
 
-def term_document_frequencies(organization_id: int, terms: Sequence[str], cap: int) -> dict[str, int]:
-    """For each term: -1 for a stop word, else how many active chunks of the organization contain it,
-    counted up to `cap` (bounded cost). One round trip for all the terms."""
-    if not terms:
-        return {}
+def term_document_frequencies(
+    rule: ChunkFilter, terms: Sequence[str], cap: int, *, count_total: bool = True
+) -> tuple[int | None, dict[str, int]]:
+    """How many active chunks the reader may see (when `count_total`), and for each term -1 for a stop word, else how
+    many of those visible chunks contain it, counted up to `cap` (bounded cost). One round trip.
+
+    Counted under the read rule's organization, scopes and clearance only: a statistic that ranking
+    uses must not move when someone writes what this reader cannot see (a score-level side channel).
+    """
     with connection.cursor() as cursor:
         cursor.execute(
             """
+            SELECT NULL::text, CASE WHEN %s THEN (
+                       SELECT count(*) FROM memories_memorychunk AS c
+                        WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
+                          AND c.status = 'active'
+                   ) END
+            UNION ALL
             SELECT t.term,
                    CASE WHEN numnode(plainto_tsquery('english', t.term)) = 0 THEN -1 ELSE (
                        SELECT count(*) FROM (
                            SELECT 1 FROM memories_memorychunk AS c
-                            WHERE c.organization_id = %s AND c.status = 'active'
-                              AND c.search_vector @@ plainto_tsquery('english', t.term)
+                            WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
+                              AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', t.term)
                             LIMIT %s
                        ) AS matches
                    ) END
               FROM unnest(%s::text[]) AS t(term)
             """,
-            [organization_id, cap, list(terms)],
+            [
+                count_total,
+                *(rule.organization_id, list(rule.scope_ids), rule.clearance_rank),
+                *(rule.organization_id, list(rule.scope_ids), rule.clearance_rank),
+                cap,
+                list(terms),
+            ],
         )
-        return {row[0]: int(row[1]) for row in cursor.fetchall()}
+        rows = cursor.fetchall()
+    total = int(rows[0][1]) if rows[0][1] is not None else None
+    return total, {row[0]: int(row[1]) for row in rows[1:]}
 
 
 @dataclass(frozen=True)
@@ -271,3 +289,22 @@ def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple
             [list(chunk_ids), threshold],
         )
         return {(row[0], row[1]) for row in cursor.fetchall()}
+
+
+def vocabulary_matches(organization_id: int, variants: Sequence[str]) -> dict[str, str]:
+    """Which of the given spellings stem to a lexeme of the organization's vocabulary
+    (memories_recallterm): spelling → lexeme. One round trip, on the unique index. Candidates only —
+    the caller keeps those that occur in chunks the reader may see."""
+    if not variants:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT v.spelling, r.lexeme
+              FROM unnest(%s::text[]) AS v(spelling)
+              JOIN memories_recallterm AS r
+                ON r.organization_id = %s AND r.lexeme = (ts_lexize('english_stem', v.spelling))[1]
+            """,
+            [list(variants), organization_id],
+        )
+        return {row[0]: row[1] for row in cursor.fetchall()}

@@ -41,3 +41,20 @@ def is_identifier(term: str) -> bool:
 def idf(document_frequency: int, total: int) -> float:
     """Inverse document frequency (BM25's form, floored so common terms still count a little)."""
     return max(0.05, math.log(1 + (total - document_frequency + 0.5) / (document_frequency + 0.5)))
+
+
+def one_edit_variants(word: str) -> set[str]:
+    """Every spelling one deletion, adjacent swap, substitution or insertion (a–z) away from `word`."""
+    word = word.lower()
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    deletes = {a + b[1:] for a, b in splits if b}
+    swaps = {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    substitutions = {a + c + b[1:] for a, b in splits if b for c in letters}
+    inserts = {a + c + b for a, b in splits for c in letters}
+    return (deletes | swaps | substitutions | inserts) - {word}
+
+
+def typo_candidate(term: str, min_letters: int = 5) -> bool:
+    """A word typo tolerance may correct: only letters, at least `min_letters` of them."""
+    return term.isalpha() and len(term) >= min_letters and not is_identifier(term)

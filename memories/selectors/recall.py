@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import time
 from collections.abc import Sequence
@@ -31,9 +32,9 @@ from audit.services import record
 from cortex_site.errors import ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
-from memories.models import Memory, MemoryChunk, Scope
+from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
-from memories.retrieval.terms import idf, is_identifier, normalise_query, query_terms
+from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
 from memories.services.embedding import embed_for_store
 
 MAX_QUERY_CHARS = 2000
@@ -45,6 +46,8 @@ DF_CAP = 1000
 COMMON_SHARE = 0.05
 COMMON_FLOOR = 500
 SNIPPET_CHARS = 320
+# Typo tolerance applies to keyword queries of at most this many (non-stop-word) terms.
+TYPO_MAX_TERMS = 3
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,9 @@ class RecallHit:
     chunk_index: int
     dense: float
     lexical: float
+    # Absolute strength in [0, 1] (relevance is relative to the pool's best) and its label.
+    match: float = 0.0
+    confidence: scoring.Confidence = scoring.Confidence.WEAK
     # The superseded memory whose match led here, when it matched better than this one.
     earlier_version: Memory | None = None
 
@@ -77,6 +83,11 @@ class RecallResult:
     hits: list[RecallHit]
     took_ms: float
     timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def confident(self) -> bool:
+        """Some result is at least a partial match: not only the least-bad noise."""
+        return any(hit.confidence is not scoring.Confidence.WEAK for hit in self.hits)
 
 
 def _check(query: RecallQuery) -> str:
@@ -107,25 +118,47 @@ def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
     return ids
 
 
-def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], list[float], list[bool]]:
-    """Drop stop words; weight each remaining term by its rarity in the organization.
+def _statistics_key(rule: sql.ChunkFilter) -> str:
+    """Cache key of the term statistics under one read rule (organization, readable scopes, clearance)."""
+    digest = hashlib.blake2b(",".join(map(str, sorted(rule.scope_ids))).encode(), digest_size=8).hexdigest()
+    return f"recall:stats:{rule.organization_id}:{rule.clearance_rank}:{digest}"
 
-    Also says which terms are common (see COMMON_SHARE): those do not select lexical
-    candidates on their own (see sql.lexical_hits).
+
+def statistics_rule(principal: Principal) -> sql.ChunkFilter:
+    """The reader's whole read rule, not a query's narrowing (one cache entry per reader kind)."""
+    return sql.ChunkFilter(
+        organization_id=principal.organization_id,
+        scope_ids=sorted(principal.readable_scope_ids),
+        clearance_rank=principal.clearance_rank,
+        moment=timezone.now(),
+    )
+
+
+def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], list[float], list[bool], list[int]]:
+    """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see.
+
+    `rule` is the reader's read rule (every readable scope, their clearance): the statistics never
+    count what this reader cannot see, so nobody's hidden writes move their scores. Also says which
+    terms are common (see COMMON_SHARE): those do not select lexical candidates on their own (see
+    sql.lexical_hits); and returns each kept term's document frequency.
     """
-    total_key = f"recall:chunks:{organization_id}"
-    keys = {term: f"recall:df:{organization_id}:{term.lower()[:100]}" for term in terms}
+    prefix = _statistics_key(rule)
+    total_key = f"{prefix}:chunks"
+    keys = {term: f"{prefix}:df:{term.lower()[:100]}" for term in terms}
     cached = cache.get_many([total_key, *keys.values()])  # one round trip, not one per term
     total = cached.get(total_key)
-    if total is None:
-        total = max(1, MemoryChunk.objects.filter(organization_id=organization_id, status=Memory.Status.ACTIVE).count())
-        cache.set(total_key, total, 300)
+    missing = [term for term in terms if cached.get(keys[term]) is None]
+    counted: dict[str, int] = {}
+    if missing or total is None:
+        counted_total, counted = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        if total is None:
+            total = max(1, counted_total or 0)
+            cache.set(total_key, total, 300)
     common_from = min(DF_CAP, max(COMMON_FLOOR, int(total * COMMON_SHARE)))
     kept: list[str] = []
     weights: list[float] = []
     common: list[bool] = []
-    missing = [term for term in terms if cached.get(keys[term]) is None]
-    counted = sql.term_document_frequencies(organization_id, missing, DF_CAP)
+    frequencies: list[int] = []
     for term in terms:
         df = cached.get(keys[term])
         if df is None:
@@ -138,9 +171,53 @@ def _term_weights(organization_id: int, terms: list[str]) -> tuple[list[str], li
         kept.append(term)
         weights.append(weight)
         common.append(df >= common_from)
+        frequencies.append(df)
     if counted:
         cache.set_many({keys[term]: df for term, df in counted.items()}, 600)
-    return kept, weights, common
+    return kept, weights, common, frequencies
+
+
+def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> list[str]:
+    """Short keyword queries: a word of at least 5 letters that no visible chunk contains is replaced by
+    the spelling one edit away that occurs in the most visible chunks ("discont" → discount,
+    "parkng" → parking), looked up in the organization's vocabulary.
+
+    Words that do occur are never touched, so exact matches keep winning; and a correction counts
+    only when it occurs in what the reader may see (the vocabulary spans the organization).
+    """
+    if not terms or len(terms) > TYPO_MAX_TERMS:
+        return terms
+    unseen = [t for t, df in zip(terms, frequencies, strict=True) if df == 0 and typo_candidate(t)]
+    if not unseen:
+        return terms
+    variants = {term: one_edit_variants(term) for term in unseen}
+    known = sql.vocabulary_matches(rule.organization_id, sorted(set().union(*variants.values())))
+    if not known:
+        return terms
+    # One spelling per lexeme (the alphabetically first): spellings of one stem match the same chunks.
+    spellings = {lexeme: spelling for spelling, lexeme in sorted(known.items(), reverse=True)}
+    _total, visible = sql.term_document_frequencies(rule, sorted(spellings.values()), DF_CAP, count_total=False)
+    corrected = list(terms)
+    for i, term in enumerate(terms):
+        # The correction most visible chunks contain (then alphabetical, for a stable answer).
+        options = sorted(
+            (-visible[spelling], spelling)
+            for spelling in {spellings[known[v]] for v in variants.get(term, ()) if v in known}
+            if visible.get(spelling, 0) > 0
+        )
+        if options:
+            corrected[i] = options[0][1]
+    return corrected
+
+
+def _names_nothing_visible(text: str, terms: list[str], frequencies: list[int]) -> bool:
+    """Whether the query names an identifier or a proper name (capitalised, not the first word) that
+    occurs in no chunk the reader may see."""
+    first = query_terms(text)[:1]
+    return any(
+        df == 0 and (is_identifier(term) or (term[:1].isupper() and term[1:].islower() and term not in first))
+        for term, df in zip(terms, frequencies, strict=True)
+    )
 
 
 def _snippet(text: str, terms: Sequence[str]) -> str:
@@ -171,12 +248,17 @@ class _Candidate:
 
 @dataclass(frozen=True)
 class _Scorer:
-    """Turns a scored chunk into a candidate: calibrated dense and lexical strength, fused per mode."""
+    """Turns a scored chunk into a candidate: calibrated dense and lexical strength, fused per mode,
+    less the penalty for selective query terms (identifiers, rare words) that other candidates hold
+    and this one lacks. Dense similarity cannot tell twenty notes from one template apart; the one
+    holding the queried ticket id or codeword can."""
 
     mode: scoring.RankingMode
     calibration: scoring.Calibration
     weights: list[float]
     has_terms: bool
+    # Per term: its weight when it is selective and some candidate holds it, else 0.
+    selective: tuple[float, ...] = ()
 
     def __call__(self, chunk: sql.ScoredChunk) -> _Candidate:
         d = scoring.dense_strength(chunk.similarity, self.calibration)
@@ -185,7 +267,23 @@ class _Scorer:
             if self.has_terms
             else 0.0
         )
-        return _Candidate(scoring.strength_for(self.mode, d, lx), d, lx, chunk)
+        strength = scoring.strength_for(self.mode, d, lx)
+        if self.selective and self.mode is not scoring.RankingMode.DENSE:
+            strength *= 1.0 - scoring.PARAMS.miss_penalty * scoring.missing_share(chunk.body_hits, self.selective)
+        return _Candidate(strength, d, lx, chunk)
+
+
+def _selective_weights(
+    terms: list[str], weights: list[float], frequencies: list[int], chunks: list[sql.ScoredChunk]
+) -> tuple[float, ...]:
+    """Which query terms are selective — an identifier, or a word in at most `rare_df` chunks the
+    reader may see — and held by at least one candidate (a term nobody holds tells nobody apart)."""
+    held = [any(chunk.body_hits[i] for chunk in chunks) for i in range(len(terms))]
+    rare = scoring.PARAMS.rare_df
+    return tuple(
+        weight if held[i] and (is_identifier(term) or frequencies[i] <= rare) else 0.0
+        for i, (term, weight) in enumerate(zip(terms, weights, strict=True))
+    )
 
 
 def _fold(chunks: list[sql.ScoredChunk], score: _Scorer) -> tuple[dict[Any, _Candidate], dict[Any, _Candidate]]:
@@ -233,9 +331,17 @@ def _lead_to_current_versions(
     return {memory_id: c for memory_id, c in best.items() if c.strength > 0.0}
 
 
-def _share_between_versions(pool: list[tuple[Memory, _Candidate]], threshold: float | None) -> list[float]:
+def _share_between_versions(
+    pool: list[tuple[Memory, _Candidate]], threshold: float | None, selective: Sequence[float]
+) -> list[float]:
     """Strengths after versions share: a candidate whose best chunk says nearly the same as an older
-    candidate's is at least as relevant as that older one, so the blend's recency prefers it."""
+    candidate's is at least as relevant as that older one, so the blend's recency prefers it.
+
+    Never when the older holds a selective query term the newer lacks: a note from the same template
+    with another ticket id is a look-alike, not a version. (Two memories of one supersession chain
+    never meet here — recall already leads an earlier version to its current one — and an
+    `external_id` is unique, so near-identical content is what remains to recognise.)
+    """
     strengths = [candidate.strength for _memory, candidate in pool]
     if threshold is None or len(pool) < 2:
         return strengths
@@ -244,8 +350,12 @@ def _share_between_versions(pool: list[tuple[Memory, _Candidate]], threshold: fl
     for a, b in sql.similar_chunk_pairs(list(position), threshold):
         i, j = position[a], position[b]
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
-        if pool[newer][0].valid_from != pool[older][0].valid_from:
-            shared[newer] = max(shared[newer], strengths[older])
+        if pool[newer][0].valid_from == pool[older][0].valid_from:
+            continue
+        newer_hits, older_hits = pool[newer][1].chunk.body_hits, pool[older][1].chunk.body_hits
+        if any(w > 0 and old and not new for w, old, new in zip(selective, older_hits, newer_hits, strict=False)):
+            continue
+        shared[newer] = max(shared[newer], strengths[older])
     return shared
 
 
@@ -275,7 +385,11 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     vector = embed_for_store([text], for_write=False)[0]
     embedded = time.perf_counter()
 
-    terms, weights, common = _term_weights(principal.organization_id, query_terms(text))
+    rule = statistics_rule(principal)
+    terms, weights, common, frequencies = _term_weights(rule, query_terms(text))
+    corrected = _correct_typos(rule, terms, frequencies)
+    if corrected != terms:
+        terms, weights, common, frequencies = _term_weights(rule, corrected)
     k = max(query.limit * 4, 40)
     dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
     # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
@@ -288,7 +402,13 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     scored = sql.score_chunks(candidates, vector, terms, where)
 
     params = scoring.PARAMS
-    score = _Scorer(mode, scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION), weights, bool(terms))
+    score = _Scorer(
+        mode,
+        scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION),
+        weights,
+        bool(terms),
+        _selective_weights(terms, weights, frequencies, scored),
+    )
     best, earlier = _fold(scored, score)
     best = _lead_to_current_versions(best, earlier, score, vector, terms, where)
 
@@ -310,11 +430,15 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if len(pool) >= size:
             break
     pool = pool[:size]
-    effective = _share_between_versions(pool, params.version_similarity)
+    effective = _share_between_versions(pool, params.version_similarity, score.selective)
     top = max(effective, default=0.0)
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
     half_life = settings.CORTEX_RECENCY_HALF_LIFE_DAYS
+    # A query naming something no visible memory holds (an id, a name) has no exact answer here:
+    # every candidate's absolute match says so. Uniform, so the ranking does not move.
+    unmatched = _names_nothing_visible(text, terms, frequencies)
+    absent = 1.0 - params.miss_penalty if unmatched else 1.0
     via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
@@ -335,6 +459,8 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
                 chunk_index=candidate.chunk.index,
                 dense=round(candidate.dense, 6),
                 lexical=round(candidate.lexical, 6),
+                match=round(strength * absent, 6),
+                confidence=scoring.confidence(strength * absent),
                 earlier_version=via.get(candidate.earlier_version_id),
             )
         )

@@ -121,4 +121,4 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
     more_url = None
     if len(hits) == params.limit and params.limit < MAX_LIMIT:
         more_url = replace(params, limit=MAX_LIMIT).querystring()
-    return {"mode": "recall", "rows": rows, "took_ms": result.took_ms, "more_url": more_url}
+    return {"mode": "recall", "rows": rows, "confident": result.confident, "took_ms": result.took_ms, "more_url": more_url}

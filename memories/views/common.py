@@ -108,6 +108,8 @@ def memory_rows(
                 score=hit.score,
                 relevance=hit.relevance,
                 recency=hit.recency,
+                match=hit.match,
+                confidence=hit.confidence.value,
                 chunk_index=hit.chunk_index,
                 earlier_version=hit.earlier_version,
                 explain=True,

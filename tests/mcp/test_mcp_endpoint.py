@@ -346,6 +346,22 @@ def test_recall_clamps_the_limit_and_answers_an_empty_query_with_nothing(world: 
         assert "No memories" in _text(empty)
 
 
+@pytest.mark.django_db(transaction=True)
+def test_recall_says_when_nothing_is_a_confident_match(world: SimpleNamespace, mcp_client: Any) -> None:
+    token = world.tokens["executive"]
+    answer = mcp_client.call(token, "recall", query="deploy freeze")
+    assert answer.structured_content["confident"] is True
+    top = answer.structured_content["results"][0]
+    assert top["confidence"] in {"strong", "partial"} and 0 < top["match"] <= 1
+    assert f"{top['confidence']} match {top['match']:.2f}" in _text(answer)
+
+    noise = mcp_client.call(token, "recall", query="banana bread walnuts")
+    assert noise.structured_content["confident"] is False
+    assert all(hit["confidence"] == "weak" for hit in noise.structured_content["results"])
+    if noise.structured_content["results"]:
+        assert _text(noise).startswith('No confident match for "banana bread walnuts"')
+
+
 # -- list_memories and get_memory ------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
 def test_list_memories_is_newest_first_visible_only_and_clamps_the_limit(world: SimpleNamespace, mcp_client: Any) -> None:

@@ -45,9 +45,21 @@ def test_result_shape_and_score_formula(acme: dict[str, Any], api: Any, settings
     )
     response = client.post("/api/recall", {"query": "dock api retries"})
     body = response.json()
-    assert set(body) == {"results", "took_ms"}
+    assert set(body) == {"results", "confident", "took_ms"}
     hit = body["results"][0]
-    assert set(hit) == {"memory", "score", "relevance", "recency", "snippet", "chunk_index", "citation", "earlier_version"}
+    assert set(hit) == {
+        "memory",
+        "score",
+        "relevance",
+        "recency",
+        "match",
+        "confidence",
+        "snippet",
+        "chunk_index",
+        "citation",
+        "earlier_version",
+    }
+    assert 0 <= hit["match"] <= 1 and hit["confidence"] in {"strong", "partial", "weak"}
     assert 0 <= hit["relevance"] <= 1 and 0 <= hit["recency"] <= 1
     assert hit["score"] == pytest.approx(0.7 * hit["relevance"] + 0.3 * hit["recency"], abs=1e-5)
     assert hit["recency"] == pytest.approx(0.5, abs=0.01)  # 30 days = one half-life

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memories', '0006_agents_oauth_grant'),
+        ('memories', '0007_agents_oauth_grant'),
     ]
 
     operations = [
