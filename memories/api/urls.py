@@ -1,6 +1,6 @@
 from django.urls import path
 
-from memories.api import briefs, conflicts, entities, memories, tenancy
+from memories.api import ask, briefs, conflicts, entities, memories, tenancy
 
 urlpatterns = [
     path("me", tenancy.MeView.as_view(), name="api-me"),
@@ -12,6 +12,7 @@ urlpatterns = [
     path("memories/<str:memory_id>/supersede", memories.MemorySupersedeView.as_view(), name="api-memory-supersede"),
     path("memories/<str:memory_id>/redact", memories.MemoryRedactView.as_view(), name="api-memory-redact"),
     path("recall", memories.RecallView.as_view(), name="api-recall"),
+    path("ask", ask.AskView.as_view(), name="api-ask"),
     path("meeting-briefs", briefs.MeetingBriefCreateView.as_view(), name="api-meeting-briefs"),
     path("jobs/<str:job_id>", briefs.JobDetailView.as_view(), name="api-job"),
     path("conflicts", conflicts.ConflictListView.as_view(), name="api-conflicts"),

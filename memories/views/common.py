@@ -15,7 +15,8 @@ from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db.models import Q, QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest
+from django.http.response import HttpResponseBase
 from django.shortcuts import render, resolve_url
 from django.utils.dateparse import parse_datetime
 from django_htmx.http import HttpResponseClientRedirect
@@ -28,10 +29,10 @@ from memories.selectors.recall import RecallHit
 from memories.sessions import session_principal
 from memories.templatetags.cortex_ui import highlight_terms, plain_text
 
-PrincipalView = Callable[..., HttpResponse]
+PrincipalView = Callable[..., HttpResponseBase]  # a page, or a streamed one (Ask)
 
 
-def principal_view(view: PrincipalView) -> Callable[..., HttpResponse]:
+def principal_view(view: PrincipalView) -> Callable[..., HttpResponseBase]:
     """Sign-in required; the view receives the session's Principal after the request.
 
     A signed-in user without an organization gets the "not in an organization yet" page. A
@@ -40,13 +41,13 @@ def principal_view(view: PrincipalView) -> Callable[..., HttpResponse]:
     """
 
     @wraps(view)
-    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.is_authenticated and request.headers.get("HX-Request") == "true":
             return HttpResponseClientRedirect(f"{resolve_url(settings.LOGIN_URL)}?next={quote(request.get_full_path())}")
         return _signed_in(request, *args, **kwargs)
 
     @login_required
-    def _signed_in(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def _signed_in(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         principal = session_principal(request)
         if principal is None:
             return render(request, "memories/no_organization.html", status=403)

@@ -151,7 +151,13 @@ def agent_token_create(request: HttpRequest, principal: Principal) -> HttpRespon
             attach_error(form, exc)
         else:
             return _page(
-                request, principal, "agent", status=201, new_token=token, new_secret=secret, snippets=mcp_snippets(secret, request)
+                request,
+                principal,
+                "agent",
+                status=201,
+                new_token=token,
+                new_secret=secret,
+                snippets=mcp_snippets(secret, request),
             )
     return _page(request, principal, "agent", status=400, agent_form=form)
 

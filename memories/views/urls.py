@@ -2,11 +2,12 @@
 
 from django.urls import path
 
-from memories.views import briefs, conflicts, entities, home, memories, placeholders, settings_pages
+from memories.views import ask, briefs, conflicts, entities, home, memories, placeholders, settings_pages
 
 urlpatterns = [
     path("", home.home, name="home"),
     path("memories/", memories.memory_list, name="memory-list"),
+    path("ask/", ask.ask_page, name="ask"),
     path("memories/new/", memories.memory_new, name="memory-new"),
     path("memories/upload/", memories.memory_upload, name="memory-upload"),
     path("memories/preview/", memories.markdown_preview, name="memory-preview"),
