@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from support import remember, signed_in
 
 from audit.models import AuditEvent
 from memories.analysis.answers import Source, extractive_answer
-from support import remember, signed_in
 
 pytestmark = pytest.mark.django_db
 

@@ -7,7 +7,6 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
 from support import remember, signed_in
 
 pytestmark = pytest.mark.django_db
