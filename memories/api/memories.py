@@ -17,9 +17,10 @@ from rest_framework.views import APIView
 from cortex_site.api import CortexCursorPagination
 from memories.access import Principal
 from memories.api.principal import request_principal
-from memories.api.representation import citation, iso, present_memories, present_memory, redaction
+from memories.api.representation import citation, cite_text, iso, present_memories, present_memory, redaction
 from memories.api.shapes import conflict_summary, entity_summary
 from memories.models import Memory
+from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.entities import memory_entities
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
@@ -81,6 +82,14 @@ class RecallInput(StrictSerializer):
     as_of = serializers.DateTimeField(required=False, allow_null=True)
 
 
+class RestRecallInput(RecallInput):
+    max_tokens = serializers.IntegerField(
+        required=False,
+        min_value=MIN_MAX_TOKENS,
+        help_text="Also answer `packed`: the results as text packed into this many tokens (full, then snippets, then ids).",
+    )
+
+
 def recall_query(values: dict[str, Any]) -> RecallQuery:
     """The RecallQuery for validated RecallInput values (REST and MCP build it the same way)."""
     return RecallQuery(
@@ -117,7 +126,7 @@ class MemoryOutput(serializers.Serializer):
 
 
 class WriteOutput(MemoryOutput):
-    scope_resolution = serializers.ChoiceField(choices=["explicit", "source_rule", "default"])
+    scope_resolution = serializers.ChoiceField(choices=["explicit", "token_default", "source_rule", "default"])
     deduplicated = serializers.BooleanField()
 
 
@@ -146,12 +155,24 @@ class RecallHitOutput(serializers.Serializer):
     )
 
 
+class PackingOutput(serializers.Serializer):
+    max_tokens = serializers.IntegerField()
+    used_tokens = serializers.IntegerField(
+        help_text="Estimated tokens of `packed` (4 characters a token), never above max_tokens."
+    )
+    full = serializers.ListField(child=serializers.UUIDField())
+    preview = serializers.ListField(child=serializers.UUIDField())
+    dropped = serializers.ListField(child=serializers.UUIDField())
+
+
 class RecallOutput(serializers.Serializer):
     results = RecallHitOutput(many=True)
     confident = serializers.BooleanField(
         help_text="False when no result is at least a partial match: the results are only the closest memories."
     )
     took_ms = serializers.FloatField()
+    packed = serializers.CharField(required=False, help_text="With max_tokens: the results as text for an agent's context.")
+    packing = PackingOutput(required=False)
 
 
 def _draft_fields(data: dict[str, Any]) -> dict[str, Any]:
@@ -295,12 +316,26 @@ class MemoryRedactView(APIView):
 class RecallView(APIView):
     def _answer(self, request: Request, data: dict[str, Any]) -> Response:
         principal = request_principal(request)
-        serializer = RecallInput(data=data)
+        serializer = RestRecallInput(data=data)
         serializer.is_valid(raise_exception=True)
         query = recall_query(serializer.validated_data)
-        return Response(recall_response(principal, recall(principal, query)))
+        result = recall(principal, query)
+        body = recall_response(principal, result)
+        max_tokens = serializer.validated_data.get("max_tokens")
+        if max_tokens is not None:
+            header = f'{len(result.hits)} Cortex memories for "{query.query}", best first:'
+            lines, tiers, dropped = pack(header, list(result.hits), max_tokens, cite=cite_text)
+            body["packed"] = "\n".join(lines)
+            body["packing"] = {
+                "max_tokens": max_tokens,
+                "used_tokens": estimate_tokens(body["packed"]),
+                "full": [i for i, t in tiers.items() if t == "full"],
+                "preview": [i for i, t in tiers.items() if t == "preview"],
+                "dropped": dropped,
+            }
+        return Response(body)
 
-    @extend_schema(summary="Recall: ranked memories for a query", request=RecallInput, responses=RecallOutput)
+    @extend_schema(summary="Recall: ranked memories for a query", request=RestRecallInput, responses=RecallOutput)
     def post(self, request: Request) -> Response:
         return self._answer(request, cast(dict[str, Any], request.data))  # a non-object body fails validation (400)
 
@@ -314,6 +349,7 @@ class RecallView(APIView):
             OpenApiParameter("tags", str, required=False, description="comma-separated; a memory must carry all of them"),
             OpenApiParameter("source", str, required=False),
             OpenApiParameter("as_of", str, required=False),
+            OpenApiParameter("max_tokens", int, required=False),
         ],
         responses=RecallOutput,
     )
@@ -325,7 +361,7 @@ class RecallView(APIView):
         for name in ("scopes", "tags"):
             if params.get(name):
                 data[name] = [v.strip() for v in params[name].split(",") if v.strip()]
-        for name in ("category", "source", "as_of"):
+        for name in ("category", "source", "as_of", "max_tokens"):
             if params.get(name):
                 data[name] = params[name]
         return self._answer(request, data)

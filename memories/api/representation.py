@@ -87,3 +87,15 @@ def redaction(memory: Memory) -> dict[str, Any] | None:
         "redacted_by": memory.redacted_by.email if memory.redacted_by else None,
         "reason": memory.redaction_reason,
     }
+
+
+def cite_text(memory: Memory) -> str:
+    """The citation as one line an agent can quote: source (link), author, date, scope, id."""
+    c = citation(memory)
+    parts = [c["source"] + (f" ({c['source_url']})" if c["source_url"] else "")]
+    if c["author"]:
+        parts.append(c["author"])
+    if c["valid_from"]:
+        parts.append(c["valid_from"][:10])
+    parts.append(f"scope {c['scope']}")
+    return f"{', '.join(parts)} — Cortex memory {memory.pk}"

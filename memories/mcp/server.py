@@ -43,11 +43,12 @@ from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal, clearance_name, clearance_names
 from memories.api.memories import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
-from memories.api.representation import citation, iso, present_memory, redaction
+from memories.api.representation import citation, cite_text, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
 from memories.models import Memory
+from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
 from memories.selectors.entities import entity_memories, entity_named
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, memory_timeline, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, recall
@@ -181,21 +182,10 @@ def _clamp(limit: int) -> int:
     return max(1, min(MAX_LIMIT, limit))
 
 
-def _cite(memory: Memory) -> str:
-    c = citation(memory)
-    parts = [c["source"] + (f" ({c['source_url']})" if c["source_url"] else "")]
-    if c["author"]:
-        parts.append(c["author"])
-    if c["valid_from"]:
-        parts.append(c["valid_from"][:10])
-    parts.append(f"scope {c['scope']}")
-    return f"{', '.join(parts)} — Cortex memory {memory.pk}"
-
-
 # -- remember --------------------------------------------------------------------------------------
 _RESOLUTION_WORDS = {
     services.ScopeResolution.EXPLICIT: "the scope you gave",
-    "token_default": "your token's default scope",
+    services.ScopeResolution.TOKEN_DEFAULT: "your token's default scope",
     services.ScopeResolution.SOURCE_RULE: "the organization's rule for MCP memories",
     services.ScopeResolution.DEFAULT: "the default scope",
 }
@@ -211,27 +201,12 @@ def readers(memory: Memory) -> str:
     return audience
 
 
-def _token_defaults(principal: Principal, fields: dict[str, Any]) -> bool:
-    """Fill scope and clearance from the token's defaults where the agent gave none; True when
-    the scope came from the token."""
-    token = principal.token
-    if token is None:
-        return False
-    if fields.get("clearance_min") is None and token.default_clearance_rank is not None:
-        fields["clearance_min"] = clearance_name(principal.organization_id, token.default_clearance_rank)
-    if fields.get("scope") is None and token.default_scope_id is not None and token.default_scope is not None:
-        fields["scope"] = token.default_scope.slug
-        return True
-    return False
-
-
 def _remember(principal: Principal, arguments: dict[str, Any]) -> Answer:
     fields = _validated(MemoryCreateInput, {name: value for name, value in arguments.items() if value is not None})
     fields["source"] = SOURCE  # the author is the token's user: memory_create takes it from the principal
-    from_token = _token_defaults(principal, fields)
     result = services.memory_create(principal=principal, draft=services.MemoryDraft(**fields))
     memory = result.memory
-    resolution = "token_default" if from_token else result.scope_resolution
+    resolution = result.scope_resolution
     data = schemas.RememberOutput(
         id=str(memory.pk),
         title=memory.title,
@@ -301,69 +276,6 @@ async def remember(
 
 
 # -- recall ----------------------------------------------------------------------------------------
-CHARS_PER_TOKEN = 4  # the usual estimate for English text; packing stays under the budget by it
-MIN_MAX_TOKENS = 100
-
-
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def _hit_lines(rank: int, hit: Any, body: str) -> list[str]:
-    return [
-        "",
-        f"[{rank}] {hit.memory.title} ({hit.confidence.value} match {hit.match:.2f}; "
-        f"score {hit.score:.3f}: relevance {hit.relevance:.3f}, recency {hit.recency:.3f})",
-        *[f"    {line}" for line in body.splitlines() or [""]],
-        *(
-            [f"    (Found through an earlier version it replaced: {hit.earlier_version.title})"]
-            if hit.earlier_version is not None
-            else []
-        ),
-        f"    Cite: {_cite(hit.memory)}",
-    ]
-
-
-def pack(header: str, hits: list[Any], max_tokens: int | None) -> tuple[list[str], dict[str, str], list[str]]:
-    """The answer's lines, each shown hit's tier ("full" or "preview"), and the dropped ids.
-
-    Without a budget every hit is a preview. With one, tiers go down in rank order and never
-    back up: full content while it fits, then snippets, then ids only — and room for the list
-    of dropped ids is kept at every step, so the whole text stays within `max_tokens`.
-    """
-    lines: list[str] = [header]
-    tiers: dict[str, str] = {}
-    dropped: list[str] = []
-    if max_tokens is None:
-        for rank, hit in enumerate(hits, start=1):
-            lines += _hit_lines(rank, hit, hit.snippet)
-            tiers[str(hit.memory.pk)] = "preview"
-        return lines, tiers, dropped
-    budget = max_tokens * CHARS_PER_TOKEN
-    used = len(header)
-    tier = "full"
-    for index, hit in enumerate(hits):
-        # What listing every later hit as dropped would cost: an id and a separator each, plus the label.
-        reserve = (len(hits) - index - 1) * 38 + 60
-        if tier == "full":
-            block = "\n".join(_hit_lines(index + 1, hit, hit.memory.content))
-            if used + 1 + len(block) + reserve > budget:
-                tier = "preview"
-        if tier == "preview":
-            block = "\n".join(_hit_lines(index + 1, hit, hit.snippet))
-            if used + 1 + len(block) + reserve > budget:
-                tier = "dropped"
-        if tier == "dropped":
-            dropped.append(str(hit.memory.pk))
-            continue
-        lines += block.split("\n")
-        used += 1 + len(block)
-        tiers[str(hit.memory.pk)] = tier
-    if dropped:
-        lines += ["", f"Did not fit (call get_memory): {', '.join(dropped)}"]
-    return lines, tiers, dropped
-
-
 def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | None = None) -> Answer:
     values = _validated(RecallInput, {name: value for name, value in arguments.items() if value is not None})
     query = recall_query(values)
@@ -380,7 +292,7 @@ def _recall(principal: Principal, arguments: dict[str, Any], max_tokens: int | N
         if confident
         else f'No confident match for "{query.query}" — the {count} closest (weak matches, probably not the answer):'
     )
-    lines, tiers, dropped = pack(header, list(hits), max_tokens)
+    lines, tiers, dropped = pack(header, list(hits), max_tokens, cite=cite_text)
     results = [
         schemas.RecallHit(
             rank=rank,
@@ -479,7 +391,7 @@ def _list_memories(principal: Principal, limit: int, scope: str | None, category
             "",
             f"[{rank}] {m.title} ({m.category}, scope {m.scope.slug})",
             f"    {_preview(m.content)}",
-            f"    Cite: {_cite(m)}",
+            f"    Cite: {cite_text(m)}",
         ]
     return Answer(data, "\n".join(lines))
 
@@ -514,7 +426,7 @@ def _get_memory(principal: Principal, memory_id: str) -> Answer:
         "",
         memory.content,
         "",
-        f"Cite: {_cite(memory)}",
+        f"Cite: {cite_text(memory)}",
     ]
     if len(chain) > 1:
         lines += ["", "Versions, oldest first:"]
@@ -546,11 +458,7 @@ def resolve_default_scope_slug(principal: Principal) -> tuple[str, str]:
 def _list_scopes(principal: Principal) -> Answer:
     writable = principal.writable_scope_ids
     ladder = clearance_names(principal.organization_id)
-    token = principal.token
-    if token is not None and token.default_scope_id is not None and token.default_scope is not None:
-        default, rule = token.default_scope.slug, "your token's default scope"
-    else:
-        default, rule = resolve_default_scope_slug(principal)
+    default, rule = resolve_default_scope_slug(principal)
     scopes = [
         schemas.ScopeInfo(slug=sc.slug, name=sc.name, visibility=sc.visibility, can_write=sc.pk in writable)  # type: ignore[arg-type]
         for sc in principal.readable_scopes()
@@ -659,7 +567,7 @@ def _entry_lines(rank: int, memory: Memory) -> list[str]:
         "",
         f"[{rank}] {(iso(memory.valid_from) or '')[:10]} {memory.title} ({memory.category}, scope {memory.scope.slug})",
         f"    {_preview(memory.content)}",
-        f"    Cite: {_cite(memory)}",
+        f"    Cite: {cite_text(memory)}",
     ]
 
 

@@ -48,6 +48,7 @@ _TAG = re.compile(r"^[^\s,]{1,50}$")
 
 class ScopeResolution:
     EXPLICIT = "explicit"
+    TOKEN_DEFAULT = "token_default"  # noqa: S105 - a rule name, not a secret
     SOURCE_RULE = "source_rule"
     DEFAULT = "default"
 
@@ -192,6 +193,9 @@ def _check_text(title: str, content: str) -> None:
 def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tuple[Scope, str]:
     """Which scope a new memory lands in, and which rule decided; refuses scopes it may not write.
 
+    The order: the scope given → the token's default scope (set when an agent was connected) →
+    the organization's rule for the source → public-docs.
+
     A scope the principal cannot read is reported exactly like a missing one (UNKNOWN_SCOPE),
     so granted scopes do not leak their existence. A rule never widens: when the rule's scope
     is not writable the write is refused rather than moved to a broader scope.
@@ -201,6 +205,8 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
         if scope is None or not principal.can_read_scope(scope):
             raise ValidationFailed(f"Unknown scope {explicit!r}.", error_code="UNKNOWN_SCOPE", details={"scope": explicit})
         resolution = ScopeResolution.EXPLICIT
+    elif principal.token is not None and principal.token.default_scope is not None:
+        scope, resolution = principal.token.default_scope, ScopeResolution.TOKEN_DEFAULT
     else:
         scope, resolution = _scope_by_rule(principal, source)
     if not principal.can_write_scope(scope):
@@ -382,7 +388,11 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
     valid_from = draft.valid_from or timezone.now()
     check_validity(valid_from, draft.valid_until)
     scope, resolution = resolve_scope(principal, draft.scope, source)
-    clearance_rank = clearance_rank_of(principal, draft.clearance_min)
+    token = principal.token
+    if draft.clearance_min is None and token is not None and token.default_clearance_rank is not None:
+        clearance_rank = min(token.default_clearance_rank, principal.clearance_rank)
+    else:
+        clearance_rank = clearance_rank_of(principal, draft.clearance_min)
     digest = content_hash(content)
 
     if draft.idempotency_key:

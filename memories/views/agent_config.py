@@ -103,3 +103,20 @@ def mcp_snippets(secret: str | None = None, request: HttpRequest | None = None) 
             json.dumps(desktop, indent=2, ensure_ascii=False),
         ),
     ]
+
+
+def hook_snippet(request: HttpRequest | None = None) -> Snippet:
+    """Claude Code's settings.json hooks running `cortex hook prompt|stop` (cortex_site.agent_hooks)."""
+    settings_json = {
+        "env": {"CORTEX_URL": public_base_url(request), "CORTEX_TOKEN": "ctx_…"},
+        "hooks": {
+            "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "cortex hook prompt --max-tokens 1500"}]}],
+            "Stop": [{"hooks": [{"type": "command", "command": "cortex hook stop"}]}],
+        },
+    }
+    return Snippet(
+        "claude-code-hooks",
+        "Claude Code hooks",
+        ".claude/settings.json — recalled memories join each prompt; decisions of a session are remembered at its end.",
+        json.dumps(settings_json, indent=2, ensure_ascii=False),
+    )

@@ -27,7 +27,7 @@ from memories.forms import (
 )
 from memories.selectors import tenancy as reads
 from memories.services import tenancy
-from memories.views.agent_config import mcp_snippets, mcp_url, oauth_snippets
+from memories.views.agent_config import hook_snippet, mcp_snippets, mcp_url, oauth_snippets
 from memories.views.common import principal_view
 
 TABS = {"tokens": "API tokens", "agent": "Connect an agent", "members": "Members", "scopes": "Scopes & grants"}
@@ -80,7 +80,7 @@ def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]
 
 def _page(request: HttpRequest, principal: Principal, tab: str, status: int = 200, **overrides: Any) -> HttpResponse:
     overrides.setdefault("snippets", mcp_snippets(request=request))
-    addresses = {"mcp_url": mcp_url(request), "oauth_snippets": oauth_snippets(request)}
+    addresses = {"mcp_url": mcp_url(request), "oauth_snippets": oauth_snippets(request), "hook_snippet": hook_snippet(request)}
     response = render(request, "settings/index.html", _context(principal, tab, **addresses, **overrides), status=status)
     if "new_secret" in overrides:
         response["Cache-Control"] = "no-store"  # the secret is shown once; never keep the page
