@@ -70,7 +70,8 @@ def _date(value: str) -> datetime:
 def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
     org = services.organization_create(slug=slug, name=name)
     command.stdout.write(
-        f"Created organization {org.slug} ({org.name}) with scope public-docs and ladder Contractor < Employee < Manager < Executive."
+        f"Created organization {org.slug} ({org.name}) with scope "
+        "public-docs and ladder Contractor < Employee < Manager < Executive."
     )
 
 

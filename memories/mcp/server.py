@@ -220,7 +220,10 @@ async def remember(
     scope: Annotated[
         str | None,
         Field(
-            description="Scope slug, e.g. engineering. When omitted the organization's rule for MCP or the default scope (public-docs) decides."
+            description=(
+                "Scope slug, e.g. engineering. When omitted the organization's "
+                "rule for MCP or the default scope (public-docs) decides."
+            )
         ),
     ] = None,
     category: Annotated[str | None, Field(description="One word such as decision, policy, incident, note (the default).")] = None,
@@ -462,7 +465,10 @@ class CortexMCPServer(MCPServer):
             return await self._refused(name, "UNKNOWN_TOOL", f"Unknown tool {name[:100]!r}. Cortex offers: {offered}.")
         unknown = sorted(set(arguments) - known)
         if unknown:
-            message = f"Unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
+            message = (
+                f"Unknown argument{'s' if len(unknown) > 1 else ''}: "
+                f"{', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
+            )
             return await self._refused(name, "INVALID_ARGUMENTS", message, {"unknown": unknown})
         try:
             return await super().call_tool(name, arguments, context)

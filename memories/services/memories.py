@@ -120,7 +120,8 @@ def clean_category(category: str | None) -> str:
     value = (category or "note").strip().lower()
     if not _CATEGORY.match(value):
         raise ValidationFailed(
-            f"Category {category!r} is not valid: a word of lowercase letters, digits, '-' or '_' (e.g. decision, policy, incident).",
+            f"Category {category!r} is not valid: a word of lowercase "
+            "letters, digits, '-' or '_' (e.g. decision, policy, incident).",
             error_code="INVALID_CATEGORY",
         )
     return value
@@ -650,7 +651,8 @@ def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any
     unknown = set(changes) - allowed
     if unknown:
         raise ValidationFailed(
-            f"Only {', '.join(sorted(allowed))} can be patched; change content with supersede. Unknown: {', '.join(sorted(unknown))}.",
+            f"Only {', '.join(sorted(allowed))} can be patched; change "
+            f"content with supersede. Unknown: {', '.join(sorted(unknown))}.",
             error_code="UNKNOWN_FIELDS",
         )
     if principal.read_only:

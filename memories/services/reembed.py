@@ -255,7 +255,8 @@ def _embed_rows(embedder: Embedder, rows: list[tuple[int, str, str]]) -> None:
         ) from exc
     except EmbeddingFailed as exc:
         raise ServiceUnavailable(
-            f"The embedding provider refused a batch ({exc}). What was embedded is kept; fix the cause and run `cortex reembed` again.",
+            f"The embedding provider refused a batch ({exc}). What was "
+            "embedded is kept; fix the cause and run `cortex reembed` again.",
             error_code="EMBEDDING_FAILED",
         ) from exc
     with connection.cursor() as cursor:

@@ -281,7 +281,8 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
         else:
             messages.success(
                 request,
-                f"{membership.user.email} can now {'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.",
+                f"{membership.user.email} can now "
+                f"{'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.",
             )
             return _back("scopes")
     return _page(request, principal, "scopes", status=400, grant_form=form)

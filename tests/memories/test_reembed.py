@@ -48,7 +48,8 @@ def run(*args: str) -> str:
 def column_type() -> str:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'memories_memorychunk'::regclass AND attname = 'embedding'"
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+            "attrelid = 'memories_memorychunk'::regclass AND attname = 'embedding'"
         )
         return str(cursor.fetchone()[0])
 
@@ -64,7 +65,8 @@ def stored_vectors() -> dict[int, tuple[str, str, np.ndarray | None]]:
     """chunk id → (memory title, chunk text, vector as stored)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT c.id, m.title, c.text, c.embedding::text FROM memories_memorychunk c JOIN memories_memory m ON m.id = c.memory_id"
+            "SELECT c.id, m.title, c.text, c.embedding::text FROM "
+            "memories_memorychunk c JOIN memories_memory m ON m.id = c.memory_id"
         )
         rows = cursor.fetchall()
     return {r[0]: (r[1], r[2], np.array([float(x) for x in r[3].strip("[]").split(",")]) if r[3] else None) for r in rows}
