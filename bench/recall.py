@@ -346,9 +346,9 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
 
     from memories.chunking import chunk_text
     from memories.embeddings.factory import get_embedder
+    from memories.embeddings.store import check_signature
     from memories.models import Memory, MemoryChunk, Scope
     from memories.retrieval.sql import vector_literal
-    from memories.services.embedding import check_signature
     from memories.services.memories import content_hash, embedding_text
 
     started = time.perf_counter()

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
@@ -33,9 +33,10 @@ from audit.services import Actor, record
 from cortex_site.errors import Conflict, CortexError, PayloadTooLarge, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names
 from memories.chunking import Chunk, chunk_text
+from memories.embeddings.store import embed_for_store
 from memories.models import PUBLIC_DOCS_SLUG, Memory, MemoryChunk, Scope, SourceScopeRule
 from memories.selectors.memories import memory_for_history
-from memories.services.embedding import embed_for_store
+from memories.tasks import after_memory_write
 
 REDACTED_TITLE = "[redacted]"
 REDACTED_CONTENT = "[This memory was redacted.]"
@@ -603,8 +604,6 @@ def _as_uuid(value: Any) -> Any:
 
 
 def _enqueue_post_write(memory_id: Any) -> None:
-    from memories.tasks import after_memory_write
-
     after_memory_write.delay(str(memory_id))
 
 
@@ -739,14 +738,22 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
     return memory
 
 
-def _forget_derived(memory_id: Any) -> None:
-    """A redacted memory's words must not survive in what was derived from it (conflict dissent
-    and explanations, the entity graph). Imported here: those services build on this module."""
-    from memories.services.conflicts import conflicts_scrub_memory
-    from memories.services.entities import entities_forget_memory
+RedactionHook = Callable[[Any], None]
+# Run inside the redaction's transaction with the memory id (registered by MemoriesConfig.ready():
+# conflict dissent and explanations, the entity graph). The services that derive data from
+# memories build on this module, so they hook in here instead of being imported by it.
+REDACTION_HOOKS: list[RedactionHook] = []
 
-    conflicts_scrub_memory(memory_id)
-    entities_forget_memory(memory_id)
+
+def register_redaction_hook(hook: RedactionHook) -> None:
+    if hook not in REDACTION_HOOKS:
+        REDACTION_HOOKS.append(hook)
+
+
+def _forget_derived(memory_id: Any) -> None:
+    """A redacted memory's words must not survive in what was derived from it."""
+    for hook in REDACTION_HOOKS:
+        hook(memory_id)
 
 
 def memory_delete(*, principal: Principal, memory_id: Any) -> None:
