@@ -35,7 +35,7 @@ from django.utils import timezone
 from audit.services import Actor, record
 from cortex_site.errors import Conflict as StateConflict
 from cortex_site.errors import PermissionDenied, ValidationFailed
-from memories.access import Principal, clearance_names
+from memories.access import Operator, Principal, clearance_names
 from memories.analysis.conflict_llm import classify_with_llm
 from memories.analysis.conflicts import Memo, Verdict, classify, replaced, replacements
 from memories.analysis.text import content_words
@@ -460,6 +460,7 @@ def conflict_resolve(*, principal: Principal, conflict_id: Any, resolution: str,
         raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
     with transaction.atomic():
         conflict = conflict_for(principal, conflict_id, for_update=True)
+        _require_decide(principal, conflict)
         new, existing = conflict.new_memory, conflict.existing_memory
         keep: tuple[Memory, Memory] | None = None
         if resolution == Conflict.Resolution.KEEP_NEW:
@@ -542,6 +543,7 @@ def conflict_reopen(*, principal: Principal, conflict_id: Any, note: str = "") -
         raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
     with transaction.atomic():
         conflict = conflict_for(principal, conflict_id, for_update=True)
+        _require_decide(principal, conflict)
         if conflict.status == Conflict.Status.OPEN:
             raise StateConflict("This conflict is already open.", error_code="CONFLICT_ALREADY_OPEN")
         before = {"status": conflict.status, "resolution": conflict.resolution}
@@ -564,15 +566,22 @@ def conflict_reopen(*, principal: Principal, conflict_id: Any, note: str = "") -
     return conflict_for(principal, conflict_id)
 
 
-def conflict_policy_set(*, organization: Organization, policy: str, by: Principal | None = None) -> Organization:
-    """Switch an organization between `auto` and `manual` resolution (admins; `by` None is the operator CLI).
+def _require_decide(principal: Principal, conflict: Conflict) -> None:
+    if not principal.can_decide(conflict):  # conflict_for found it, so only the token can forbid it
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+
+
+def conflict_policy_set(*, organization: Organization, policy: str, by: Principal | Operator | None = None) -> Organization:
+    """Switch an organization between `auto` and `manual` resolution (admins, or the `Operator`; None is the operator too).
 
     Applies to conflicts found from now on; queued conflicts stay queued.
     """
     if policy not in Organization.ConflictPolicy.values:
         raise ValidationFailed("The conflict policy is auto or manual.", error_code="INVALID_POLICY")
-    if by is not None and (not by.is_admin or by.organization_id != organization.pk or by.read_only):
+    by = by if by is not None else Operator(organization)
+    if by.organization_id != organization.pk or by.read_only:
         raise PermissionDenied("Only organization admins change the conflict policy.", error_code="ADMIN_REQUIRED")
+    by.require_admin("Only organization admins change the conflict policy.")
     with transaction.atomic():
         before = Organization.objects.select_for_update().values_list("conflict_policy", flat=True).get(pk=organization.pk)
         if before != policy:
@@ -580,7 +589,7 @@ def conflict_policy_set(*, organization: Organization, policy: str, by: Principa
             record(
                 "organization.conflict_policy",
                 organization=organization.pk,
-                actor=by.actor if by is not None else Actor.cli(),
+                actor=by.actor,
                 target_type="organization",
                 target_id=organization.slug,
                 details={"from": before, "to": policy},

@@ -615,7 +615,7 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     the author (the person superseding) and valid_from (now, unless given).
     """
     old = memory_for_history(principal, memory_id)
-    if not principal.can_write_memory(old):
+    if not principal.can_supersede(old):
         raise PermissionDenied(
             "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
         )
@@ -706,8 +706,7 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
         raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
     with transaction.atomic():
         memory = memory_for_history(principal, memory_id, for_update=True)
-        is_author = memory.author_id is not None and memory.author_id == principal.user.pk
-        if not (is_author or principal.can_write_memory(memory) or principal.is_admin):
+        if not principal.can_redact(memory):
             raise PermissionDenied(
                 "Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED"
             )
@@ -762,8 +761,7 @@ def memory_delete(*, principal: Principal, memory_id: Any) -> None:
         raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
     with transaction.atomic():
         memory = memory_for_history(principal, memory_id, for_update=True)
-        if not principal.is_admin:
-            raise PermissionDenied("Only organization admins can erase memories; others can redact.", error_code="ADMIN_REQUIRED")
+        principal.require_admin("Only organization admins can erase memories; others can redact.")
         details = {"scope": memory.scope.slug, "status": memory.status, "source": memory.source}
         memory.delete()
         record(

@@ -174,7 +174,7 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
     """Supersede: save an edited copy as the new active version; the old one stays in the chain."""
     memory = memory_or_404(principal, memory_id)
     if not may_supersede(principal, memory):
-        if memory.status != "active" and principal.can_write_memory(memory):
+        if memory.status != "active" and principal.can_supersede(memory):
             messages.error(request, f"This memory is {memory.status}; only the active version can be edited.")
             return redirect(f"/memories/{memory.pk}/")
         raise DjangoPermissionDenied("You cannot change this memory.")
