@@ -38,8 +38,8 @@ from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal
-from memories.api.memories import MemoryCreateInput, RecallInput, recall_query
-from memories.api.representation import citation, iso, present_memory, redaction
+from memories.interchange.inputs import MemoryCreateInput, RecallInput, recall_query
+from memories.interchange.representation import citation, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread

@@ -30,7 +30,7 @@ from django.utils.dateparse import parse_datetime
 from audit.services import record
 from cortex_site.errors import CortexError, ServiceUnavailable, ValidationFailed
 from memories.access import Operator, Principal, clearance_names
-from memories.api.representation import memory_representation
+from memories.interchange.representation import memory_representation
 from memories.models import Scope
 from memories.selectors.memories import readable_base
 from memories.services.documents import SUPPORTED_EXTENSIONS, check_size, extract_text
