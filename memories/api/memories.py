@@ -34,6 +34,7 @@ from memories.selectors.entities import memory_entities
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
 from memories.selectors.recall import RecallResult, recall
 from memories.services import memories as services
+from memories.services.read_events import memory_list_audit, memory_read_audit
 
 
 class MemoryOutput(serializers.Serializer):
@@ -141,8 +142,9 @@ class MemoryListCreateView(APIView):
             status=params.get("status") or "active",
         )
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self)
-        return paginator.get_paginated_response(present_memories(principal, page or []))
+        page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self) or []
+        memory_list_audit(principal=principal, filters=filters, memories=page, via="api")
+        return paginator.get_paginated_response(present_memories(principal, page))
 
     @extend_schema(summary="Remember: store a memory", request=MemoryCreateInput, responses={201: WriteOutput, 200: WriteOutput})
     def post(self, request: Request) -> Response:
@@ -160,6 +162,7 @@ class MemoryDetailView(APIView):
     def get(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         memory = memory_for_history(principal, memory_id)
+        memory_read_audit(principal=principal, memory=memory, via="api")
         body = present_memory(principal, memory)
         body["chunk_count"] = memory.chunks.count()
         body["history"] = [
