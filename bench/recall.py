@@ -408,7 +408,7 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
         with conn.cursor() as cur, cur.copy("COPY staging FROM STDIN") as copy:
             for (i, c), vector in zip(chunks, vectors, strict=True):
                 copy.write_row([ids[i], c.index, c.start, c.end, c.text, vector_literal(vector)])
-        # The same full-text vector as memories.services.memories._index_chunks.
+        # The same full-text vector as memories.services.memories.pipeline.index_chunks.
         conn.execute(
             f"""
             INSERT INTO {chunk_table} (memory_id, index, char_start, char_end, text, embedding, search_vector,
