@@ -35,7 +35,9 @@ def memory_supersede_with_existing(
     """
     with transaction.atomic():
         rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
-        loser, winner = rows.get(parse_id(loser_id)), rows.get(parse_id(winner_id))
+        loser_pk, winner_pk = parse_id(loser_id), parse_id(winner_id)
+        loser = rows.get(loser_pk) if loser_pk is not None else None
+        winner = rows.get(winner_pk) if winner_pk is not None else None
         if loser is None or winner is None or loser.organization_id != winner.organization_id or loser.pk == winner.pk:
             raise Conflict("These memories cannot supersede one another.", error_code="MEMORY_NOT_ACTIVE")
         if winner.status != Memory.Status.ACTIVE:
