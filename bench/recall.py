@@ -350,9 +350,9 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
 
     from memories.chunking import chunk_text
     from memories.embeddings.factory import get_embedder
+    from memories.embeddings.store import check_signature
     from memories.models import Memory, MemoryChunk, Scope
     from memories.retrieval.sql import vector_literal
-    from memories.services.embedding import check_signature
     from memories.services.memories import content_hash, embedding_text
 
     started = time.perf_counter()
@@ -413,7 +413,7 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
         with conn.cursor() as cur, cur.copy("COPY staging FROM STDIN") as copy:
             for (i, c), vector in zip(chunks, vectors, strict=True):
                 copy.write_row([ids[i], c.index, c.start, c.end, c.text, vector_literal(vector)])
-        # The same full-text vector as memories.services.memories._index_chunks.
+        # The same full-text vector as memories.services.memories.pipeline.index_chunks.
         conn.execute(
             f"""
             INSERT INTO {chunk_table} (memory_id, index, char_start, char_end, text, embedding, search_vector,

@@ -38,8 +38,8 @@ from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal
-from memories.api.memories import MemoryCreateInput, RecallInput, recall_query
-from memories.api.representation import citation, iso, present_memory, redaction
+from memories.interchange.inputs import MemoryCreateInput, RecallInput, recall_query
+from memories.interchange.representation import citation, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
@@ -47,6 +47,7 @@ from memories.models import Memory
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
+from memories.services.read_events import memory_list_audit, memory_read_audit
 
 logger = logging.getLogger(__name__)
 
@@ -330,7 +331,9 @@ def _preview(content: str) -> str:
 
 
 def _list_memories(principal: Principal, limit: int, scope: str | None, category: str | None) -> Answer:
-    memories = list(memory_list(principal, MemoryFilters(scope=scope or None, category=category or None))[:limit])
+    filters = MemoryFilters(scope=scope or None, category=category or None)
+    memories = list(memory_list(principal, filters)[:limit])
+    memory_list_audit(principal=principal, filters=filters, memories=memories, via="mcp")
     results = [
         schemas.MemorySummary(
             id=str(m.pk),
@@ -374,6 +377,7 @@ async def list_memories(
 # -- get_memory ------------------------------------------------------------------------------------
 def _get_memory(principal: Principal, memory_id: str) -> Answer:
     memory = memory_for_history(principal, memory_id)
+    memory_read_audit(principal=principal, memory=memory, via="mcp")
     chain = supersession_chain(principal, memory)
     redacted = redaction(memory)
     data = schemas.MemoryDetail(

@@ -124,7 +124,7 @@ def token_create(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def token_revoke(request: HttpRequest, principal: Principal, token_id: str) -> HttpResponse:
-    token = reads.my_token(principal, token_id)
+    token = reads.token_for(principal, token_id)
     try:
         tenancy.token_revoke(token=token, by=principal)
     except CortexError as exc:
@@ -187,7 +187,7 @@ def member_add(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def member_update(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
-    membership = reads.organization_member(principal, membership_id)
+    membership = reads.member_for(principal, membership_id)
     form = MemberUpdateForm(request.POST, principal=principal, prefix=f"m{membership.pk}")
     if form.is_valid():
         try:
@@ -206,7 +206,7 @@ def member_update(request: HttpRequest, principal: Principal, membership_id: int
 @principal_view
 @require_POST
 def member_remove(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
-    membership = reads.organization_member(principal, membership_id)
+    membership = reads.member_for(principal, membership_id)
     try:
         tenancy.member_remove(membership=membership, by=principal)
     except CortexError as exc:
@@ -291,7 +291,7 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def grant_revoke(request: HttpRequest, principal: Principal) -> HttpResponse:
-    membership = reads.organization_member(principal, request.POST.get("member"))
+    membership = reads.member_for(principal, request.POST.get("member"))
     scope = reads.organization_scope(principal, request.POST.get("scope", ""))
     try:
         tenancy.grant_revoke(membership=membership, scope=scope, by=principal)

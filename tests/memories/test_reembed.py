@@ -17,10 +17,10 @@ from audit.models import AuditEvent
 from memories.embeddings.base import EmbeddingUnavailable, Matrix
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.hashing import MODEL_NAME, HashEmbedder
+from memories.embeddings.store import EmbeddingModelMismatch
 from memories.models import EmbeddingSignature, Membership, Memory, MemoryChunk, Organization
 from memories.selectors.recall import RecallQuery, recall
 from memories.services import reembed as reembed_service
-from memories.services.embedding import EmbeddingModelMismatch
 from memories.services.memories import MemoryDraft, embedding_text, memory_create
 
 pytestmark = pytest.mark.django_db
@@ -227,7 +227,7 @@ def test_same_dimension_switch_also_catches_writes_made_meanwhile_by_processes_o
         run("--yes", "--batch-size", "2")
     assert column_type() == "vector(384)"
     # A web process that still runs the old model stores a memory in the middle of the switch.
-    monkeypatch.setattr("memories.services.embedding.get_embedder", lambda: OldModel())
+    monkeypatch.setattr("memories.embeddings.store.get_embedder", lambda: OldModel())
     late = memory_create(principal=principal(two_orgs["globex"]), draft=MemoryDraft(content="Written by a stale process.")).memory
     monkeypatch.undo()
 
