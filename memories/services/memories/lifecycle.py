@@ -126,7 +126,8 @@ def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any
     unknown = set(changes) - allowed
     if unknown:
         raise ValidationFailed(
-            f"Only {', '.join(sorted(allowed))} can be patched; change content with supersede. Unknown: {', '.join(sorted(unknown))}.",
+            f"Only {', '.join(sorted(allowed))} can be patched; change "
+            f"content with supersede. Unknown: {', '.join(sorted(unknown))}.",
             error_code="UNKNOWN_FIELDS",
         )
     if principal.read_only:

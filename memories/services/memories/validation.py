@@ -63,7 +63,8 @@ def clean_category(category: str | None) -> str:
     value = (category or "note").strip().lower()
     if not _CATEGORY.match(value):
         raise ValidationFailed(
-            f"Category {category!r} is not valid: a word of lowercase letters, digits, '-' or '_' (e.g. decision, policy, incident).",
+            f"Category {category!r} is not valid: a word of lowercase "
+            "letters, digits, '-' or '_' (e.g. decision, policy, incident).",
             error_code="INVALID_CATEGORY",
         )
     return value
