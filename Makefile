@@ -19,8 +19,9 @@ $(STAMP): pyproject.toml | $(BIN)/python
 run: $(STAMP)
 	$(BIN)/python -m cortex_site.runner run
 
-## make test — the whole suite (browser tests included) on throwaway embedded services.
-test: $(STAMP) browser
+## make test — lint first (a lint or import-contract violation fails it), then the whole suite
+## (browser tests included) on throwaway embedded services.
+test: $(STAMP) browser lint
 	$(BIN)/python -m cortex_site.runner test
 
 ## make test-fast — everything except the slow browser / end-to-end tests.
@@ -42,9 +43,12 @@ browser:
 # Settings need service URLs to import; lint never connects to them.
 LINT_ENV := DATABASE_URL=postgresql://lint@/lint REDIS_URL=redis://127.0.0.1:1/0 CORTEX_TESTING=1 SECRET_KEY=lint
 
+## make lint — ruff (rules and formatting), mypy, and the import contract ([tool.importlinter] in pyproject.toml).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(LINT_ENV) $(BIN)/mypy .
+	$(LINT_ENV) $(BIN)/lint-imports --no-cache
 
 fmt: $(STAMP)
 	$(BIN)/ruff format .

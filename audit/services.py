@@ -11,6 +11,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from audit.actions import Action
 from audit.context import current_client_ip, current_request_id
 from audit.models import AuditEvent
 
@@ -91,7 +92,7 @@ def _chain_lock(organization_id: int | None) -> None:
 
 
 def record(
-    action: str,
+    action: Action | str,
     *,
     organization: Any,
     actor: Actor,
@@ -103,8 +104,13 @@ def record(
     """Append one event to the organization's chain (or the global chain when organization is None).
 
     Runs in its own (possibly nested) transaction: when the caller's transaction rolls back,
-    the event goes with it — an audit row never claims a write that did not happen.
+    the event goes with it — an audit row never claims a write that did not happen. Raises
+    ValueError for an action that is not in `audit.actions.Action`.
     """
+    try:
+        action = Action(action)
+    except ValueError:
+        raise ValueError(f"unknown audit action {action!r}: add it to audit.actions.Action") from None
     organization_id = getattr(organization, "pk", organization)
     with transaction.atomic():
         _chain_lock(organization_id)
@@ -118,7 +124,7 @@ def record(
             actor_token_id=actor.token_id,
             actor_connector_id=actor.connector_id,
             actor_label=actor.label[:320],
-            action=action,
+            action=action.value,
             target_type=target_type,
             target_id=str(target_id or "")[:128],
             outcome=outcome,

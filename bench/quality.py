@@ -210,7 +210,8 @@ def explain(query_ids: list[str], queries: list[dict[str, Any]], ids: dict[str, 
             mark = "*" if query["relevant"].get(key) == 2 else ("o" if key in query.get("older", []) else " ")
             age = (hit.memory.created_at - hit.memory.valid_from).days
             print(
-                f"  {mark} {hit.score:.3f} rel={hit.relevance:.3f} d={hit.dense:.3f} lx={hit.lexical:.3f} rec={hit.recency:.3f} age={age:>3}d {key}"
+                f"  {mark} {hit.score:.3f} rel={hit.relevance:.3f} d={hit.dense:.3f} "
+                f"lx={hit.lexical:.3f} rec={hit.recency:.3f} age={age:>3}d {key}"
             )
 
 
@@ -353,7 +354,8 @@ def render(report: dict[str, Any]) -> str:
     for mode in MODES:
         m = report["modes"][mode]["overall"]
         lines.append(
-            f"| {labels[mode]} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | {m['recall@10']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} |"
+            f"| {labels[mode]} | {m['recall@1']:.3f} | {m['recall@5']:.3f} | "
+            f"{m['recall@10']:.3f} | {m['mrr@10']:.3f} | {m['ndcg@10']:.3f} |"
         )
     lines.append("")
     lines.append("Per query type, full score (and recall@5 of each ablation):")
@@ -378,13 +380,15 @@ def render(report: dict[str, Any]) -> str:
     lines.append(f"Recency pairs (full score): the newer version ranks above the older in {wins}/{total} = {wins / total:.1%}.")
     lat = report["latency"]
     lines.append(
-        f"Server-side recall latency over {lat['samples']} calls (limit 10): search p50 {lat['search_p50']:.1f} ms, p95 {lat['search_p95']:.1f} ms; "
+        f"Server-side recall latency over {lat['samples']} calls (limit 10): "
+        f"search p50 {lat['search_p50']:.1f} ms, p95 {lat['search_p95']:.1f} ms; "
         f"query embedding p50 {lat['embed_p50']:.1f} ms, p95 {lat['embed_p95']:.1f} ms."
     )
     lines.append(f"Loading {report['memories']} memories through POST /api/memories took {report['load_seconds']:.1f} s.")
     if report.get("with_conflicts"):
         lines.append(
-            f"Post-write conflict detection (auto policy) ran while loading and superseded {report['superseded_by_conflicts']} memories: "
+            "Post-write conflict detection (auto policy) ran while loading "
+            f"and superseded {report['superseded_by_conflicts']} memories: "
             + ", ".join(f"`{old}` by `{new}`" for old, new in report["superseded_pairs"])
             + "."
         )
@@ -473,7 +477,8 @@ def main() -> int:
             answers = {k for k, g in run["query"]["relevant"].items() if g == 2}
             if not answers & set(run["ranked"][:5]):
                 print(
-                    f"\nMISS {run['query']['id']} [{run['query']['type']}] {run['query']['query']!r}\n  want {sorted(answers)}\n  got  {run['ranked'][:5]}"
+                    f"\nMISS {run['query']['id']} [{run['query']['type']}] "
+                    f"{run['query']['query']!r}\n  want {sorted(answers)}\n  got  {run['ranked'][:5]}"
                 )
     if args.json:
         args.json.write_text(json.dumps(report, indent=2, default=str))
@@ -481,7 +486,10 @@ def main() -> int:
         conflicts = " --with-conflicts" if args.with_conflicts else ""
         command = f"`.venv/bin/python bench/quality.py --embedder {args.embedder}{conflicts} --write {args.write}`"
         machine = f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}"
-        block = f"<!-- quality:begin -->\nCommand: {command} — machine: {machine}; embedder `{args.embedder}`; {report['memories']} memories, {report['queries']} queries.\n\n{table}\n<!-- quality:end -->"
+        block = (
+            f"<!-- quality:begin -->\nCommand: {command} — machine: {machine}; embedder `{args.embedder}`; "
+            f"{report['memories']} memories, {report['queries']} queries.\n\n{table}\n<!-- quality:end -->"
+        )
         text = args.write.read_text() if args.write.exists() else "# Quality\n\n"
         if "<!-- quality:begin -->" in text:
             head, rest = text.split("<!-- quality:begin -->", 1)

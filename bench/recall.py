@@ -134,21 +134,25 @@ def summary(results: dict[str, Any]) -> str:
             lines.append(
                 f"ingest {phase['embedder']:>5}: {phase['memories_per_s']:.1f} memories/s "
                 f"(p50 {phase['write_ms']['p50']:.1f} ms, p95 {phase['write_ms']['p95']:.1f} ms per memory; "
-                f"embedding alone {phase['embed_only_per_s']:.1f}/s; batches of {phase['bulk_batch']} through memory_create_many: "
+                f"embedding alone {phase['embed_only_per_s']:.1f}/s; batches "
+                f"of {phase['bulk_batch']} through memory_create_many: "
                 f"{phase['bulk_memories_per_s']:.1f} memories/s; load {phase['loadavg']})"
             )
         else:
             lines.append(
-                f"corpus {phase['size']:,} memories ({phase['embedder']}) / {phase['chunks']:,} chunks (load {phase['load_s']:.0f}s, loadavg {phase['loadavg']})"
+                f"corpus {phase['size']:,} memories ({phase['embedder']}) / {phase['chunks']:,} "
+                f"chunks (load {phase['load_s']:.0f}s, loadavg {phase['loadavg']})"
             )
             for who, m in phase["principals"].items():
                 lines.append(
-                    f"  {who:<10} visible {m['visible_memories']:>6,}  recall search p50 {m['search_ms']['p50']:.1f} p95 {m['search_ms']['p95']:.1f} ms"
+                    f"  {who:<10} visible {m['visible_memories']:>6,}  recall search "
+                    f"p50 {m['search_ms']['p50']:.1f} p95 {m['search_ms']['p95']:.1f} ms"
                     f" | exact recall p50 {m['exact_search_ms']['p50']:.1f} p95 {m['exact_search_ms']['p95']:.1f}"
                     f" | dense index p50 {m['dense_index_ms']['p50']:.1f} p95 {m['dense_index_ms']['p95']:.1f}"
                     f" | numpy p50 {m['numpy_ms']['p50']:.1f} p95 {m['numpy_ms']['p95']:.1f}"
                     f" | agreement@10 dense {m['agreement_dense_at_10']:.3f} (text queries {m['agreement_dense_text_queries']}, "
-                    f"identifier-only {m['agreement_dense_identifier_queries']}; sql exact vs numpy {m['agreement_sql_exact_vs_numpy']:.3f})"
+                    f"identifier-only {m['agreement_dense_identifier_queries']}; "
+                    f"sql exact vs numpy {m['agreement_sql_exact_vs_numpy']:.3f})"
                     f", final {m['agreement_final_at_10']:.3f}"
                 )
     return "\n".join(lines)
@@ -346,9 +350,9 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
 
     from memories.chunking import chunk_text
     from memories.embeddings.factory import get_embedder
+    from memories.embeddings.store import check_signature
     from memories.models import Memory, MemoryChunk, Scope
     from memories.retrieval.sql import vector_literal
-    from memories.services.embedding import check_signature
     from memories.services.memories import content_hash, embedding_text
 
     started = time.perf_counter()
@@ -403,12 +407,13 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
             for i in range(size):
                 copy.write_row(memory_row(i))
         conn.execute(
-            "CREATE TEMP TABLE staging (memory_id uuid, idx int, char_start int, char_end int, text text, embedding text) ON COMMIT DROP"
+            "CREATE TEMP TABLE staging (memory_id uuid, idx int, char_start "
+            "int, char_end int, text text, embedding text) ON COMMIT DROP"
         )
         with conn.cursor() as cur, cur.copy("COPY staging FROM STDIN") as copy:
             for (i, c), vector in zip(chunks, vectors, strict=True):
                 copy.write_row([ids[i], c.index, c.start, c.end, c.text, vector_literal(vector)])
-        # The same full-text vector as memories.services.memories._index_chunks.
+        # The same full-text vector as memories.services.memories.pipeline.index_chunks.
         conn.execute(
             f"""
             INSERT INTO {chunk_table} (memory_id, index, char_start, char_end, text, embedding, search_vector,
@@ -480,7 +485,8 @@ def visible_matrix(organization_id: int) -> dict[str, Any]:
     with psycopg.connect(os.environ["DATABASE_URL"]) as conn:
         register_vector(conn)
         rows = conn.execute(
-            "SELECT memory_id, scope_id, clearance_rank, status, valid_until, embedding FROM memories_memorychunk WHERE organization_id = %s ORDER BY id",
+            "SELECT memory_id, scope_id, clearance_rank, status, valid_until, "
+            "embedding FROM memories_memorychunk WHERE organization_id = %s ORDER BY id",
             [organization_id],
         ).fetchall()
     return {

@@ -160,15 +160,24 @@ def _sentence(rng: random.Random, system: str, subject: str, keywords: list[str]
     kw = rng.choice(keywords)
     form = rng.randrange(6)
     if form == 0:
-        return f"The {team} team {rng.choice(VERBS)} {rng.choice(ACTIONS)} the {system} {kw} {rng.choice(WHEN)}, {rng.choice(REASONS)}."
+        return (
+            f"The {team} team {rng.choice(VERBS)} {rng.choice(ACTIONS)} "
+            f"the {system} {kw} {rng.choice(WHEN)}, {rng.choice(REASONS)}."
+        )
     if form == 1:
-        return f"For the {system}, {subject} now means {kw} is set to {rng.randint(2, 500)} and reviewed every {rng.randint(1, 12)} weeks."
+        return (
+            f"For the {system}, {subject} now means {kw} is set to "
+            f"{rng.randint(2, 500)} and reviewed every {rng.randint(1, 12)} weeks."
+        )
     if form == 2:
         return f"{person} wrote that the {kw} on the {system} {rng.choice(VERBS)} {rng.choice(ACTIONS)} {rng.choice(WHEN)}."
     if form == 3:
         return f"During the {subject} discussion we noted that {rng.choice(keywords)} and {kw} interact; {rng.choice(REASONS)}."
     if form == 4:
-        return f"Ticket {ticket} tracks the {system} {kw} work; {rng.choice(FILLER).format(**_slots(rng, system, team, person, ticket))}"
+        return (
+            f"Ticket {ticket} tracks the {system} {kw} work; "
+            f"{rng.choice(FILLER).format(**_slots(rng, system, team, person, ticket))}"
+        )
     return rng.choice(FILLER).format(**_slots(rng, system, team, person, ticket))
 
 

@@ -8,10 +8,22 @@ grant) ∧ (the token does not narrow scopes ∨ the scope is among the token's 
 Write rule (scopes): readable ∧ (all_members scope that members may write ∨ a grant with
 can_write) ∧ the token is not read-only. Memories add clearance, status and validity on
 top of that (see `can_read_memory`).
+
+Write rules for one object live here too — `can_write_scope`, `can_supersede`, `can_redact`,
+`can_decide`, `require_admin` — so services (which enforce them) and the UI, REST, MCP and CLI
+(which offer or refuse an action) ask the same question. A Principal acts as a member (browser
+session), through a token, or as a connector (`Principal.as_connector`: the installing
+member's scopes and clearance, audited as the connector). The operator at the server console
+is an `Operator`: one organization, every scope, audited as the CLI.
+
+Ids from outside are parsed once, by `parse_id`; the selectors that fetch one object for a
+principal are named `<entity>_for(principal, id)` and raise NotFound for missing and
+forbidden alike.
 """
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -20,23 +32,57 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import Actor
+from cortex_site.errors import PermissionDenied
 from memories.models import ApiToken, ClearanceLevel, Membership, Organization, Scope, User
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
 
-class Principal:
-    """A membership acting directly (browser session) or through an API token."""
+def parse_id(value: Any) -> uuid.UUID | None:
+    """The UUID an id from outside names (memories, conflicts, jobs, tokens), or None for anything
+    that is not one — which the `*_for` selectors answer as NotFound, like a missing id."""
+    if isinstance(value, uuid.UUID):
+        return value
+    try:
+        return uuid.UUID(str(value))
+    except (ValueError, TypeError, AttributeError):
+        return None
 
-    def __init__(self, membership: Membership, token: ApiToken | None = None) -> None:
+
+def parse_int_id(value: Any) -> int | None:
+    """The same for integer ids (members, entities): None for anything but a positive integer."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(str(value))
+    except (ValueError, TypeError):
+        return None
+    return number if number > 0 else None
+
+
+class Principal:
+    """A membership acting directly (browser session), through an API token, or as a connector it installed."""
+
+    def __init__(self, membership: Membership, token: ApiToken | None = None, *, connector: Any = None) -> None:
         if token is not None and token.membership_id != membership.pk:
             raise ValueError("token does not belong to membership")
+        if token is not None and connector is not None:
+            raise ValueError("a principal acts through a token or as a connector, not both")
         self.membership = membership
         self.token = token
+        self.connector = connector
+
+    @classmethod
+    def as_connector(cls, connector: Any) -> Principal:
+        """The connector's Principal: the member who installed it (`connector.installed_by`), with
+        that member's scopes and clearance, audited as the connector."""
+        return cls(connector.installed_by, connector=connector)
 
     def __repr__(self) -> str:
         via = f" via token {self.token.prefix}" if self.token else ""
+        if self.connector is not None:
+            via = f" as {self.connector.kind} connector {self.connector.name!r}"
         return f"<Principal {self.user.email} @ {self.organization.slug}{via}>"
 
     # -- identity ------------------------------------------------------------------
@@ -71,6 +117,13 @@ class Principal:
 
     @property
     def actor(self) -> Actor:
+        if self.connector is not None:
+            return Actor(
+                kind=AuditEvent.ActorKind.CONNECTOR,
+                label=f"{self.connector.kind} connector {self.connector.name!r}",
+                user_id=self.user.pk,
+                connector_id=str(self.connector.pk),
+            )
         if self.token is not None:
             return Actor(
                 kind=AuditEvent.ActorKind.TOKEN,
@@ -156,8 +209,84 @@ class Principal:
         return memory.valid_until is None or memory.valid_until > moment
 
     def can_write_memory(self, memory: Any) -> bool:
-        """May change this memory (supersede, patch): read it, write its scope, and hold its clearance."""
+        """May change this memory (supersede, patch, decide its conflicts): read it, write its scope, and hold its clearance."""
         return self.can_read_memory(memory, history=True) and memory.scope_id in self.writable_scope_ids
+
+    # -- write rules for one object (services enforce them; interfaces ask them to offer actions) --
+    def can_supersede(self, memory: Any) -> bool:
+        """May store a new version of this memory (its state — active or not — is the caller's check)."""
+        return self.can_write_memory(memory)
+
+    def can_redact(self, memory: Any) -> bool:
+        """The author, a writer of its scope, or an admin — never through a read-only token."""
+        if self.read_only or not self.can_read_memory(memory, history=True):
+            return False
+        is_author = memory.author_id is not None and memory.author_id == self.user.pk
+        return is_author or self.can_write_memory(memory) or self.is_admin
+
+    def can_decide(self, conflict: Any) -> bool:
+        """May decide (or re-open) a conflict it can see: not through a read-only token. Changing a
+        memory's status on the way also needs `can_write_memory` for that memory."""
+        return (
+            not self.read_only
+            and conflict.organization_id == self.organization_id
+            and self.can_read_memory(conflict.new_memory, history=True)
+            and self.can_read_memory(conflict.existing_memory, history=True)
+        )
+
+    def require_admin(self, message: str = "Only organization admins can do this.") -> None:
+        """Raise PermissionDenied (ADMIN_REQUIRED) unless this principal administers its organization."""
+        if not self.is_admin:
+            raise PermissionDenied(message, error_code="ADMIN_REQUIRED")
+
+
+class Operator:
+    """The operator at the server's console (the `cortex` CLI) acting on one organization.
+
+    Not a member: it administers the organization and reads every memory of it whatever the
+    scope or clearance (export holds everything — the file is as sensitive as the database);
+    every event is audited with actor kind `cli`. It stores no memories: imports act as a
+    member (`CliPrincipal`).
+    """
+
+    read_only = False
+    is_admin = True
+    membership = None
+    token = None
+    connector = None
+
+    def __init__(self, organization: Organization) -> None:
+        self.organization = organization
+
+    def __repr__(self) -> str:
+        return f"<Operator @ {self.organization.slug}>"
+
+    @property
+    def organization_id(self) -> int:
+        return self.organization.pk
+
+    @property
+    def actor(self) -> Actor:
+        return Actor.cli()
+
+    @cached_property
+    def readable_scope_ids(self) -> frozenset[int]:
+        return frozenset(Scope.objects.filter(organization_id=self.organization_id).values_list("pk", flat=True))
+
+    @cached_property
+    def clearance_rank(self) -> int:
+        return max(clearance_names(self.organization_id), default=0)
+
+    def require_admin(self, message: str = "") -> None:
+        """The operator administers every organization."""
+
+
+class CliPrincipal(Principal):
+    """A member acting through the operator CLI (imports): the member's rules, audited as the CLI for that person."""
+
+    @property
+    def actor(self) -> Actor:
+        return Actor(kind=AuditEvent.ActorKind.CLI, label=f"{self.user.email} (cli)", user_id=self.user.pk)
 
 
 def clearance_name(organization_id: int, rank: int) -> str:

@@ -18,6 +18,7 @@ from django.utils import timezone
 from cortex_site.errors import CortexError
 from memories.access import Principal, clearance_names
 from memories.models import PUBLIC_DOCS_SLUG, Membership, Scope
+from memories.services.documents import SUPPORTED_EXTENSIONS
 
 COMMON_CATEGORIES = ("note", "decision", "policy", "incident", "runbook", "meeting", "document", "howto", "announcement")
 DATETIME_LOCAL = "%Y-%m-%dT%H:%M"
@@ -310,3 +311,39 @@ class GrantForm(forms.Form):
         super().__init__(*args, **kwargs)
         set_choices(self, "member", [(str(m.pk), m.user.email) for m in members])
         set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+
+
+class BriefForm(forms.Form):
+    title = forms.CharField(
+        max_length=settings.CORTEX_MAX_TITLE_CHARS, help_text="What the meeting was, e.g. “Platform sync — pricing”."
+    )
+    date = forms.DateField(label="Meeting date", required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    attendees = forms.CharField(required=False, max_length=3000, help_text="Comma-separated names.")
+    scope = forms.ChoiceField(help_text="Only scopes you can write to are listed.")
+    clearance_min = forms.ChoiceField(label="Minimum clearance", help_text="Who can read it: this rung and above.")
+    tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated.")
+    summary = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.Textarea(attrs={"rows": 7}),
+        help_text="What was discussed and decided, in your words.",
+    )
+    file = forms.FileField(
+        label="Transcript file",
+        required=False,
+        widget=forms.ClearableFileInput(attrs={"accept": ",".join(SUPPORTED_EXTENSIONS)}),
+        help_text="Text only: .txt, .md, .docx or .pdf with a text layer — no audio.",
+    )
+    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
+
+    def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        scopes = principal.writable_scopes()
+        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+        rungs = clearance_choices(principal)
+        set_choices(self, "clearance_min", rungs)
+        if not self.is_bound:
+            slugs = [s.slug for s in scopes]
+            self.initial.setdefault("scope", PUBLIC_DOCS_SLUG if PUBLIC_DOCS_SLUG in slugs else (slugs[0] if slugs else ""))
+            self.initial.setdefault("clearance_min", rungs[0][0] if rungs else "")
+            self.initial.setdefault("idempotency_key", f"brief-{uuid.uuid4()}")

@@ -1,5 +1,9 @@
 """Celery tasks of the memories app: thin wrappers over services, taking ids, safe to run twice.
 
+Services enqueue these (imported at module level, enqueued on commit); a task imports the
+service it runs inside its body, so the import graph points one way — services → tasks —
+and the contract in pyproject.toml ([tool.importlinter]) keeps it so.
+
 Retries are only for passing trouble (the database or broker connection dropped), with
 exponential backoff and a bound; everything else is handled by the services themselves
 (a failing post-write step is logged and the others still run; a failing job is marked
@@ -11,14 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from celery import shared_task
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
-# Registers the job handlers (extract_decisions) in every process that runs jobs.
-import memories.services.briefs  # noqa: F401
-from memories.services.jobs import RetryableJobError, job_run, jobs_purge_finished
-from memories.services.post_write import RETRY, run_post_write
+from memories.retry import RETRY, RetryableJobError
 
 RETRYABLE = (OperationalError, InterfaceError, RetryableJobError)
+# Finished jobs deleted per run of purge_finished_jobs; a run that fills its batch enqueues the next.
+PURGE_BATCH = 500
 
 
 @shared_task(
@@ -31,6 +34,8 @@ RETRYABLE = (OperationalError, InterfaceError, RetryableJobError)
     max_retries=3,
 )
 def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
+    from memories.services.post_write import run_post_write
+
     outcomes = run_post_write(memory_id)
     if RETRY in outcomes.values() and self.request.retries < self.max_retries:
         # Every step is idempotent, so running them all again is safe.
@@ -51,9 +56,18 @@ def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
     max_retries=3,
 )
 def run_job(job_id: str) -> str:
+    from memories.services.jobs import job_run
+
     return job_run(job_id)
 
 
 @shared_task(name="memories.purge_finished_jobs", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
-def purge_finished_jobs() -> int:
-    return jobs_purge_finished()
+def purge_finished_jobs(batch_size: int = PURGE_BATCH) -> int:
+    """Delete one bounded batch of expired jobs; when more remain, the next batch is a new task
+    (short transactions, and a worker is never held by one long delete)."""
+    from memories.services.jobs import jobs_purge_finished
+
+    purge = jobs_purge_finished(batch_size=batch_size)
+    if purge.more:
+        transaction.on_commit(lambda: purge_finished_jobs.delay(batch_size))
+    return purge.deleted

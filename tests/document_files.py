@@ -54,7 +54,8 @@ def make_pdf(pages: Sequence[Sequence[str]], *, title: str = "", compress: bool 
     page_tree = add(b"")
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
     image = add(
-        b"<< /Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 8 /Length 4 >>\nstream\n\x10\x80\x80\x10\nendstream"
+        b"<< /Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceGray "
+        b"/BitsPerComponent 8 /Length 4 >>\nstream\n\x10\x80\x80\x10\nendstream"
     )
     kids = []
     for lines in pages:

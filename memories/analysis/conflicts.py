@@ -47,7 +47,20 @@ _MONTHS = {
     "nov": 11, "november": 11, "dec": 12, "december": 12,
 }  # fmt: skip
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "twelve": 12}  # fmt: skip
+_NUMBER_WORDS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "twelve": 12,
+}
 _MONTH_RE = "|".join(sorted(_MONTHS, key=len, reverse=True))
 
 _MONEY = re.compile(
@@ -69,9 +82,47 @@ _NAME = re.compile(r"\b([A-Z][a-z]*[A-Z0-9][\w+#.-]*|[A-Z]{2,}[0-9]*|[A-Z][a-z0-
 
 _UNIT_ALIASES = {"s": "second", "ms": "millisecond", "h": "hour", "x": "times", "%": "percent", "k": "thousand"}
 
-NEGATIONS = frozenset({"not", "no", "never", "cannot", "can't", "won't", "don't", "doesn't", "isn't", "aren't", "shouldn't", "mustn't", "without", "none", "nor", "neither"})  # fmt: skip
-POSITIVE = frozenset({"allow", "allowed", "permitted", "enable", "enabled", "require", "supported", "approve", "open", "on", "yes", "mandatory"})  # fmt: skip
-NEGATIVE = frozenset({"forbidden", "prohibited", "banned", "disallowed", "disable", "disabled", "optional", "unsupported", "deprecated", "rejected", "closed", "blocked", "off", "paused"})  # fmt: skip
+NEGATIONS = frozenset(
+    {
+        "not",
+        "no",
+        "never",
+        "cannot",
+        "can't",
+        "won't",
+        "don't",
+        "doesn't",
+        "isn't",
+        "aren't",
+        "shouldn't",
+        "mustn't",
+        "without",
+        "none",
+        "nor",
+        "neither",
+    }
+)
+POSITIVE = frozenset(
+    {"allow", "allowed", "permitted", "enable", "enabled", "require", "supported", "approve", "open", "on", "yes", "mandatory"}
+)
+NEGATIVE = frozenset(
+    {
+        "forbidden",
+        "prohibited",
+        "banned",
+        "disallowed",
+        "disable",
+        "disabled",
+        "optional",
+        "unsupported",
+        "deprecated",
+        "rejected",
+        "closed",
+        "blocked",
+        "off",
+        "paused",
+    }
+)
 UNIVERSAL = frozenset({"all", "every", "any", "each", "everyone", "everybody", "always"})
 # Words that name a variant of a subject: two statements about different variants do not conflict.
 QUALIFIERS = frozenset(
@@ -179,7 +230,9 @@ _MOVED_FROM = re.compile(
 )
 # Records of something that happened: a later change does not make them wrong.
 EVENT_CATEGORIES = frozenset({"incident", "meeting", "pr", "postmortem"})
-_LIGHT_VERBS = frozenset({"happen", "happens", "take", "takes", "place", "start", "starting", "started", "last", "week", "sprint", "month", "day"})  # fmt: skip
+_LIGHT_VERBS = frozenset(
+    {"happen", "happens", "take", "takes", "place", "start", "starting", "started", "last", "week", "sprint", "month", "day"}
+)
 
 
 @dataclass(frozen=True)
@@ -503,7 +556,8 @@ def _classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) ->
         return Verdict(
             "stale",
             0.85,
-            f"Same subject, and the {'older' if expired[0] is older else 'newer'} memory's validity ended on {expired[0].valid_until:%Y-%m-%d}.",
+            f"Same subject, and the {'older' if expired[0] is older else 'newer'} "
+            f"memory's validity ended on {expired[0].valid_until:%Y-%m-%d}.",
             outdated=outdated,
         )
 

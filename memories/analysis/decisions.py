@@ -23,20 +23,24 @@ MIN_SUPPORT = 1 / 3
 
 _CUES = re.compile(
     r"\b(?:we(?:'ve| have)? decided|decided (?:to|that|on)|decision(?: is|:)|the decision was|agreed|approved|sign(?:ed)?[- ]off|"
-    r"going (?:forward )?with|go with|we(?:'ll| will) go with|settled on|we chose|chose to|will ship|ship(?:s|ping)? (?:on|in|by|it)|"
+    r"going (?:forward )?with|go with|we(?:'ll| will) go with|settled "
+    r"on|we chose|chose to|will ship|ship(?:s|ping)? (?:on|in|by|it)|"
     r"action items?\b|\bAI:|to-?do:|owner:|committed to|green-?lit|greenlit|final call|conclusion:|resolved(?: to|:)|"
-    r"we(?:'ll| will) (?:ship|use|adopt|move|switch|migrate|launch|release|drop|deprecate|hire|freeze|keep|stop|start|require|roll out))",
+    r"we(?:'ll| will) (?:ship|use|adopt|move|switch|migrate|launch|release|drop|deprecate|"
+    r"hire|freeze|keep|stop|start|require|roll out))",
     re.IGNORECASE,
 )
 _NOT_A_DECISION = re.compile(
-    r"\b(?:not|n't|never|no)\s+(?:yet\s+)?(?:been\s+)?(?:decided|agreed|approved|a decision)|\bundecided\b|\bstill (?:debating|discussing)\b|"
+    r"\b(?:not|n't|never|no)\s+(?:yet\s+)?(?:been\s+)?(?:decided|agreed|approved|a "
+    r"decision)|\bundecided\b|\bstill (?:debating|discussing)\b|"
     r"\bopen question\b|\btbd\b|\bto be decided\b|\bpending (?:a )?decision\b|\bdisagreed\b|\bno decision\b|\bif we decide\b",
     re.IGNORECASE,
 )
 # "[00:12:03] Alice Smith:", "Alice (PM):", "- ", "* ", "1. ", "Decision:" — kept out of the quote.
 _LABEL_WORDS = r"(?:decisions?|action items?|ai|to-?do|conclusion|resolved|outcome|approved|agreed|decided|next steps?|owner)"
 _PREFIX = re.compile(
-    rf"^(?:\[?\(?\d{{1,2}}:\d{{2}}(?::\d{{2}})?\)?\]?\s*[-–]?\s*)?(?:(?!(?i:{_LABEL_WORDS})\s*:)[A-Z][\w.'-]*(?: [A-Z][\w.'-]*){{0,3}}(?: \([^)]{{1,30}}\))?:\s+)?(?:[-*•]\s+|\d+[.)]\s+)?"
+    rf"^(?:\[?\(?\d{{1,2}}:\d{{2}}(?::\d{{2}})?\)?\]?\s*[-–]?\s*)?(?:(?!(?i:{_LABEL_WORDS})\s*:)[A-Z][\w.'-]*(?: "
+    rf"[A-Z][\w.'-]*){{0,3}}(?: \([^)]{{1,30}}\))?:\s+)?(?:[-*•]\s+|\d+[.)]\s+)?"
 )
 _DISCOURSE = re.compile(
     r"^(?:(?:okay|ok|so|alright|all right|right|yeah|yes|well|great|cool|fine|good|then|and)[,.!]?\s+)+", re.IGNORECASE

@@ -83,7 +83,26 @@ _CUSTOMER_CUES = re.compile(
 )
 _VENDOR_CUES = re.compile(r"\b(vendor|supplier|provider|licen[cs]e|subscription|we use|invoice from|procure)\b", re.IGNORECASE)
 _OWNS = re.compile(r"\b(owns|own|leads|lead|maintains|maintain|runs|manages)\b", re.IGNORECASE)
-_CALENDAR = {"monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december"}  # fmt: skip
+_CALENDAR = {
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+}
 
 
 @dataclass(frozen=True)

@@ -11,9 +11,9 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from memories.api.memories import StrictSerializer
 from memories.api.principal import request_principal
 from memories.api.representation import citation
+from memories.interchange.inputs import StrictSerializer
 from memories.selectors.ask import MAX_SOURCES, AskResult, ask
 
 

@@ -16,9 +16,10 @@ from rest_framework.views import APIView
 
 from cortex_site.api import error_response
 from cortex_site.errors import ValidationFailed
-from memories.api.memories import StrictSerializer, _write_response
+from memories.api.memories import write_response
 from memories.api.principal import request_principal
-from memories.api.representation import iso
+from memories.interchange.inputs import StrictSerializer
+from memories.interchange.representation import iso
 from memories.models import Job
 from memories.selectors.jobs import job_for
 from memories.services import briefs
@@ -195,4 +196,4 @@ class MeetingBriefCreateView(APIView):
             tags=v.get("tags", []),
             idempotency_key=v.get("idempotency_key", ""),
         )
-        return _write_response(principal, briefs.brief_save(principal=principal, draft=draft))
+        return write_response(principal, briefs.brief_save(principal=principal, draft=draft))

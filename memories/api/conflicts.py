@@ -10,9 +10,9 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from cortex_site.api import CortexCursorPagination
-from memories.api.memories import StrictSerializer
 from memories.api.principal import request_principal
-from memories.api.shapes import present_conflicts
+from memories.interchange.inputs import StrictSerializer
+from memories.interchange.shapes import present_conflicts
 from memories.models import Conflict
 from memories.selectors.conflicts import checked, conflict_for, visible_conflicts
 from memories.services import conflicts as services

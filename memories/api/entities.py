@@ -8,8 +8,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api.principal import request_principal
-from memories.api.representation import present_memories
-from memories.api.shapes import entity_summary, relation_summary
+from memories.interchange.representation import present_memories
+from memories.interchange.shapes import entity_summary, relation_summary
 from memories.selectors.entities import entity_for, entity_memories, entity_relations, visible_entities
 
 MAX_ENTITY_MEMORIES = 100

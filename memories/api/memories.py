@@ -17,69 +17,25 @@ from rest_framework.views import APIView
 from cortex_site.api import CortexCursorPagination
 from memories.access import Principal
 from memories.api.principal import request_principal
-from memories.api.representation import citation, cite_text, iso, present_memories, present_memory, redaction
-from memories.api.shapes import conflict_summary, entity_summary
+from memories.interchange.inputs import (
+    MemoryCreateInput,
+    PatchInput,
+    RecallInput,
+    RedactInput,
+    SupersedeInput,
+    draft_fields,
+    recall_query,
+)
+from memories.interchange.representation import citation, cite_text, iso, present_memories, present_memory, redaction
+from memories.interchange.shapes import conflict_summary, entity_summary
 from memories.models import Memory
 from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.entities import memory_entities
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
-from memories.selectors.recall import MAX_LIMIT, RecallQuery, RecallResult, recall
+from memories.selectors.recall import RecallResult, recall
 from memories.services import memories as services
-
-
-class StrictSerializer(serializers.Serializer):
-    """A serializer that refuses fields it does not know, instead of silently ignoring them."""
-
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
-        return super().to_internal_value(data)
-
-
-class MemoryFieldsInput(StrictSerializer):
-    title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
-    scope = serializers.CharField(required=False, allow_null=True, allow_blank=True)
-    category = serializers.CharField(required=False, allow_blank=True)
-    source = serializers.CharField(required=False)  # type: ignore[assignment]  # a field named like Field.source
-    source_url = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    clearance_min = serializers.CharField(required=False, allow_null=True, allow_blank=True)
-    valid_from = serializers.DateTimeField(required=False, allow_null=True)
-    valid_until = serializers.DateTimeField(required=False, allow_null=True)
-
-
-class MemoryCreateInput(MemoryFieldsInput):
-    idempotency_key = serializers.CharField(required=False, allow_blank=True, max_length=255)
-    author_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
-
-
-class SupersedeInput(MemoryFieldsInput):
-    content = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
-
-
-class PatchInput(StrictSerializer):
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    category = serializers.CharField(required=False)
-    valid_until = serializers.DateTimeField(required=False, allow_null=True)
-    clearance_min = serializers.CharField(required=False)
-
-
-class RedactInput(StrictSerializer):
-    reason = serializers.CharField(allow_blank=True, trim_whitespace=False)
-
-
-class RecallInput(StrictSerializer):
-    query = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    limit = serializers.IntegerField(required=False, default=10, min_value=1, max_value=MAX_LIMIT)
-    scopes = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=True)
-    category = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(), required=False)
-    source = serializers.CharField(required=False, allow_blank=True, allow_null=True)  # type: ignore[assignment]
-    as_of = serializers.DateTimeField(required=False, allow_null=True)
+from memories.services.read_events import memory_list_audit, memory_read_audit
 
 
 class RestRecallInput(RecallInput):
@@ -87,19 +43,6 @@ class RestRecallInput(RecallInput):
         required=False,
         min_value=MIN_MAX_TOKENS,
         help_text="Also answer `packed`: the results as text packed into this many tokens (full, then snippets, then ids).",
-    )
-
-
-def recall_query(values: dict[str, Any]) -> RecallQuery:
-    """The RecallQuery for validated RecallInput values (REST and MCP build it the same way)."""
-    return RecallQuery(
-        query=values["query"],
-        limit=values["limit"],
-        scopes=values.get("scopes") or None,
-        category=values.get("category") or None,
-        tags=values.get("tags") or (),
-        source=values.get("source") or None,
-        as_of=values.get("as_of"),
     )
 
 
@@ -175,16 +118,7 @@ class RecallOutput(serializers.Serializer):
     packing = PackingOutput(required=False)
 
 
-def _draft_fields(data: dict[str, Any]) -> dict[str, Any]:
-    fields = dict(data)
-    if fields.get("source_url") is None and "source_url" in fields:
-        fields["source_url"] = ""
-    if "tags" in fields and fields["tags"] is None:
-        fields["tags"] = []
-    return fields
-
-
-def _write_response(principal: Principal, result: services.WriteResult) -> Response:
+def write_response(principal: Principal, result: services.WriteResult) -> Response:
     body = present_memory(principal, result.memory)
     body["scope_resolution"] = result.scope_resolution
     body["deduplicated"] = result.deduplicated
@@ -242,18 +176,19 @@ class MemoryListCreateView(APIView):
             status=params.get("status") or "active",
         )
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self)
-        return paginator.get_paginated_response(present_memories(principal, page or []))
+        page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self) or []
+        memory_list_audit(principal=principal, filters=filters, memories=page, via="api")
+        return paginator.get_paginated_response(present_memories(principal, page))
 
     @extend_schema(summary="Remember: store a memory", request=MemoryCreateInput, responses={201: WriteOutput, 200: WriteOutput})
     def post(self, request: Request) -> Response:
         principal = request_principal(request)
         serializer = MemoryCreateInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        fields = _draft_fields(serializer.validated_data)
+        fields = draft_fields(serializer.validated_data)
         fields.setdefault("source", "API")
         result = services.memory_create(principal=principal, draft=services.MemoryDraft(**fields))
-        return _write_response(principal, result)
+        return write_response(principal, result)
 
 
 class MemoryDetailView(APIView):
@@ -261,6 +196,7 @@ class MemoryDetailView(APIView):
     def get(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         memory = memory_for_history(principal, memory_id)
+        memory_read_audit(principal=principal, memory=memory, via="api")
         body = present_memory(principal, memory)
         body["chunk_count"] = memory.chunks.count()
         body["history"] = [
@@ -296,9 +232,9 @@ class MemorySupersedeView(APIView):
         serializer = SupersedeInput(data=request.data)
         serializer.is_valid(raise_exception=True)
         result = services.memory_supersede(
-            principal=principal, memory_id=memory_id, changes=_draft_fields(serializer.validated_data)
+            principal=principal, memory_id=memory_id, changes=draft_fields(serializer.validated_data)
         )
-        return _write_response(principal, result)
+        return write_response(principal, result)
 
 
 class MemoryRedactView(APIView):

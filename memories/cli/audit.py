@@ -8,7 +8,7 @@ from django.core.management.base import CommandError
 
 from audit.services import ChainReport, verify_chain
 from memories.cli import common
-from memories.models import Organization
+from memories.selectors.operator import organization_ids_by_slug
 
 NO_ORGANIZATION = "(no organization)"
 
@@ -37,13 +37,13 @@ def _broken(label: str, report: ChainReport) -> str:
 
 def audit_verify(command: Any, *, org: str | None = None, every: bool = False, **_: Any) -> None:
     if not every:
-        organization = common.organization(org or "")
+        organization = common.operator(org or "").organization
         report = verify_chain(organization)
         if not report.ok:
             raise CommandError(_broken(organization.slug, report))
         command.stdout.write(f"ok {report.count} events")
         return
-    chains: list[tuple[str, Any]] = [(o.slug, o.pk) for o in Organization.objects.order_by("slug")]
+    chains: list[tuple[str, Any]] = list(organization_ids_by_slug())
     chains.append((NO_ORGANIZATION, None))
     broken = []
     for label, organization_id in chains:

@@ -1,33 +1,21 @@
-"""Lookups shared by CLI commands: clear errors for unknown organizations, users and scopes."""
+"""What CLI commands share: the operator of the organization named on the command line, and
+lookups by name through the operator selectors (clear errors for unknown names)."""
 
 from __future__ import annotations
 
-from cortex_site.errors import NotFound
-from memories.models import Membership, Organization, Scope
+from memories.access import Operator
+from memories.models import Membership, Scope
+from memories.selectors import operator as lookups
 
 
-def organization(slug: str) -> Organization:
-    org = Organization.objects.filter(slug=slug).first()
-    if org is None:
-        raise NotFound(f"Unknown organization {slug!r}. Create it with: cortex org create {slug}")
-    return org
+def operator(slug: str) -> Operator:
+    """The operator acting on organization `slug` (NotFound naming the fix when it does not exist)."""
+    return Operator(lookups.organization_by_slug(slug))
 
 
-def membership(org: Organization, email: str) -> Membership:
-    member = (
-        Membership.objects.filter(organization=org, user__email__iexact=email.strip())
-        .select_related("user", "organization")
-        .first()
-    )
-    if member is None:
-        raise NotFound(
-            f"{email} is not a member of {org.slug}. Add them with: cortex user add {email} --org {org.slug} --clearance <rung>"
-        )
-    return member
+def membership(operator: Operator, email: str) -> Membership:
+    return lookups.member_by_email(operator, email)
 
 
-def scope(org: Organization, slug: str) -> Scope:
-    found = Scope.objects.filter(organization=org, slug=slug).first()
-    if found is None:
-        raise NotFound(f"Unknown scope {slug!r} in {org.slug}. Create it with: cortex scope create {slug} --org {org.slug}")
-    return found
+def scope(operator: Operator, slug: str) -> Scope:
+    return lookups.scope_by_slug(operator, slug)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from memories.cli.common import organization
-from memories.models import Conflict, Organization
+from memories.cli import common
+from memories.models import Organization
+from memories.selectors.operator import open_conflict_count
 from memories.services.conflicts import conflict_policy_set
 
 
@@ -20,10 +21,11 @@ def add_parser(sub: Any) -> None:
 
 
 def policy_command(command: Any, *, org: str, policy: str | None, **_: Any) -> None:
-    found = organization(org)
+    operator = common.operator(org)
+    found = operator.organization
     if policy is not None:
-        found = conflict_policy_set(organization=found, policy=policy)
-    waiting = Conflict.objects.filter(organization=found, status=Conflict.Status.OPEN).count()
+        found = conflict_policy_set(organization=found, policy=policy, by=operator)
+    waiting = open_conflict_count(operator)
     explained = {
         "auto": "duplicates and stale pairs resolve at once; contradictions by authority, then recency",
         "manual": "every conflict waits for a person",

@@ -19,20 +19,10 @@ from typing import Any
 from django.core.management.base import CommandError
 from tqdm import tqdm
 
-from audit.models import AuditEvent
-from audit.services import Actor
-from memories.access import Principal
+from memories.access import CliPrincipal
 from memories.cli import common
 from memories.services import import_export as services
 from memories.services.import_export import ItemStatus
-
-
-class CliPrincipal(Principal):
-    """A member acting through the operator CLI: their access exactly, recorded as the CLI."""
-
-    @property
-    def actor(self) -> Actor:
-        return Actor(kind=AuditEvent.ActorKind.CLI, label=f"{self.user.email} (cli)", user_id=self.user.pk)
 
 
 def add_parser(sub: Any) -> None:
@@ -83,8 +73,9 @@ def add_parser(sub: Any) -> None:
 def import_paths(
     command: Any, *, paths: list[str], org: str, user: str, scope: str | None, category: str | None, no_progress: bool, **_: Any
 ) -> None:
-    organization = common.organization(org)
-    principal = CliPrincipal(common.membership(organization, user))
+    operator = common.operator(org)
+    organization = operator.organization
+    principal = CliPrincipal(common.membership(operator, user))
     files, outcomes = services.collect_files(paths)
     tally: Counter[str] = Counter()
     stopped = ""
@@ -125,9 +116,10 @@ def import_paths(
 def export_memories(
     command: Any, *, org: str, scope: str | None, status: str, output: str | None, no_progress: bool, **_: Any
 ) -> None:
-    organization = common.organization(org)
-    target = common.scope(organization, scope) if scope else None
-    export = services.memory_export(organization=organization, scope=target, status=status, actor=Actor.cli())
+    operator = common.operator(org)
+    organization = operator.organization
+    target = common.scope(operator, scope) if scope else None
+    export = services.memory_export(principal=operator, scope=target, status=status)
     lines = (json.dumps(line, ensure_ascii=False) for line in export.lines)
     with tqdm(total=export.count, unit="memory", desc="export", file=sys.stderr, disable=no_progress or not output) as bar:
         if output:

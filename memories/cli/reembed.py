@@ -54,5 +54,6 @@ def reembed(command: Any, *, batch_size: int, refresh: bool, yes: bool, no_progr
         report = services.reembed(batch_size=batch_size, refresh=refresh, on_total=set_total, progress=advance)
     provider, model, dim = report.signature
     command.stdout.write(
-        f"Re-embedded {report.embedded:,} chunks in {report.seconds:.1f}s; the store now holds {provider}:{model} ({dim} dimensions)."
+        f"Re-embedded {report.embedded:,} chunks in {report.seconds:.1f}s; "
+        f"the store now holds {provider}:{model} ({dim} dimensions)."
     )

@@ -6,9 +6,9 @@ import argparse
 from datetime import UTC, datetime, time
 from typing import Any
 
-from cortex_site.errors import NotFound
 from memories.cli import common
-from memories.models import ApiToken, Membership, Scope
+from memories.models import Membership, Scope
+from memories.selectors.operator import token_by_prefix
 from memories.services import tenancy as services
 
 
@@ -68,17 +68,20 @@ def _date(value: str) -> datetime:
 
 
 def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
-    org = services.organization_create(slug=slug, name=name)
+    org = services.organization_create(slug=slug, name=name)  # audited as the CLI
     command.stdout.write(
-        f"Created organization {org.slug} ({org.name}) with scope public-docs and ladder Contractor < Employee < Manager < Executive."
+        f"Created organization {org.slug} ({org.name}) with scope "
+        "public-docs and ladder Contractor < Employee < Manager < Executive."
     )
 
 
 def user_add(
     command: Any, *, email: str, org: str, clearance: str, admin: bool, password: str | None, name: str, **_: Any
 ) -> None:
-    organization = common.organization(org)
+    operator = common.operator(org)
+    organization = operator.organization
     membership = services.member_add(
+        by=operator,
         organization=organization,
         email=email,
         clearance=clearance,
@@ -91,29 +94,31 @@ def user_add(
 
 
 def scope_create(command: Any, *, slug: str, org: str, visibility: str, name: str, **_: Any) -> None:
-    organization = common.organization(org)
-    scope = services.scope_create(organization=organization, slug=slug, name=name, visibility=visibility)
+    operator = common.operator(org)
+    organization = operator.organization
+    scope = services.scope_create(organization=organization, slug=slug, name=name, visibility=visibility, by=operator)
     command.stdout.write(f"Created scope {scope.slug} in {organization.slug} (visibility {scope.visibility}).")
 
 
 def grant_set(command: Any, *, email: str, scope: str, org: str, read_only: bool, **_: Any) -> None:
-    organization = common.organization(org)
-    membership = common.membership(organization, email)
-    target = common.scope(organization, scope)
-    services.grant_set(membership=membership, scope=target, can_write=not read_only)
+    operator = common.operator(org)
+    membership = common.membership(operator, email)
+    target = common.scope(operator, scope)
+    services.grant_set(membership=membership, scope=target, can_write=not read_only, by=operator)
     command.stdout.write(f"Granted {membership.user.email} {'read' if read_only else 'read and write'} access to {target.slug}.")
 
 
 def token_create(
     command: Any, *, email: str, org: str, name: str, scopes: str, read_only: bool, expires: datetime | None, **_: Any
 ) -> None:
-    organization = common.organization(org)
-    membership = common.membership(organization, email)
+    operator = common.operator(org)
+    organization = operator.organization
+    membership = common.membership(operator, email)
     slugs = [s.strip() for s in scopes.split(",") if s.strip()]
     for slug in slugs:
-        common.scope(organization, slug)
+        common.scope(operator, slug)
     token, secret = services.token_create(
-        membership=membership, name=name, scope_slugs=slugs, read_only=read_only, expires_at=expires
+        membership=membership, name=name, scope_slugs=slugs, read_only=read_only, expires_at=expires, by=operator
     )
     narrowing = f"scopes {', '.join(slugs)}" if slugs else "all of the member's scopes"
     command.stdout.write(
@@ -125,13 +130,7 @@ def token_create(
 
 
 def token_revoke(command: Any, *, prefix: str, org: str, **_: Any) -> None:
-    organization = common.organization(org)
-    token = (
-        ApiToken.objects.filter(prefix=prefix.strip(), membership__organization=organization)
-        .select_related("membership__user", "membership__organization")
-        .first()
-    )
-    if token is None:
-        raise NotFound(f"No token with prefix {prefix!r} in {organization.slug}.")
-    services.token_revoke(token=token)
+    operator = common.operator(org)
+    token = token_by_prefix(operator, prefix)
+    services.token_revoke(token=token, by=operator)
     command.stdout.write(f"Revoked token {token.prefix} ({token.name}) of {token.membership.user.email}.")

@@ -42,8 +42,8 @@ from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal, clearance_name, clearance_names
-from memories.api.memories import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
-from memories.api.representation import citation, cite_text, iso, present_memory, redaction
+from memories.interchange.inputs import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
+from memories.interchange.representation import citation, cite_text, iso, present_memory, redaction
 from memories.mcp import schemas
 from memories.mcp.auth import ApiTokenVerifier, actor_for, principal_for
 from memories.mcp.threads import in_worker_thread
@@ -53,6 +53,7 @@ from memories.selectors.entities import entity_memories, entity_named
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, memory_timeline, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
+from memories.services.read_events import memory_list_audit, memory_read_audit
 
 logger = logging.getLogger(__name__)
 
@@ -365,7 +366,9 @@ def _preview(content: str) -> str:
 
 
 def _list_memories(principal: Principal, limit: int, scope: str | None, category: str | None) -> Answer:
-    memories = list(memory_list(principal, MemoryFilters(scope=scope or None, category=category or None))[:limit])
+    filters = MemoryFilters(scope=scope or None, category=category or None)
+    memories = list(memory_list(principal, filters)[:limit])
+    memory_list_audit(principal=principal, filters=filters, memories=memories, via="mcp")
     results = [
         schemas.MemorySummary(
             id=str(m.pk),
@@ -409,6 +412,7 @@ async def list_memories(
 # -- get_memory ------------------------------------------------------------------------------------
 def _get_memory(principal: Principal, memory_id: str) -> Answer:
     memory = memory_for_history(principal, _memory_id(memory_id))
+    memory_read_audit(principal=principal, memory=memory, via="mcp")
     chain = supersession_chain(principal, memory)
     redacted = redaction(memory)
     data = schemas.MemoryDetail(
@@ -705,7 +709,10 @@ class CortexMCPServer(MCPServer):
             return await self._refused(name, "UNKNOWN_TOOL", f"Unknown tool {name[:100]!r}. Cortex offers: {offered}.")
         unknown = sorted(set(arguments) - known)
         if unknown:
-            message = f"Unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
+            message = (
+                f"Unknown argument{'s' if len(unknown) > 1 else ''}: "
+                f"{', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
+            )
             return await self._refused(name, "INVALID_ARGUMENTS", message, {"unknown": unknown})
         try:
             return await super().call_tool(name, arguments, context)

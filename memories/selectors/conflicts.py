@@ -7,13 +7,12 @@ that a memory the caller cannot read exists, let alone what it says.
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db.models import Q, QuerySet
 
 from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal
+from memories.access import Principal, parse_id
 from memories.models import Conflict, Memory
 
 STATUS_FILTERS = {"open", "resolved", "dismissed", "all"}
@@ -68,10 +67,9 @@ def checked(principal: Principal, conflicts: Any) -> list[Conflict]:
 
 def conflict_for(principal: Principal, conflict_id: Any, *, for_update: bool = False) -> Conflict:
     """One conflict the principal may see (NotFound otherwise)."""
-    try:
-        parsed = conflict_id if isinstance(conflict_id, uuid.UUID) else uuid.UUID(str(conflict_id))
-    except (ValueError, TypeError):
-        raise NotFound("Conflict not found.") from None
+    parsed = parse_id(conflict_id)
+    if parsed is None:
+        raise NotFound("Conflict not found.")
     conflicts = _base(principal)
     if for_update:
         conflicts = conflicts.select_for_update(of=("self",))

@@ -13,7 +13,7 @@ from typing import Any
 from django.db.models import Count, Q, QuerySet
 
 from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal
+from memories.access import Principal, parse_int_id
 from memories.models import Entity, Memory, Relation
 from memories.selectors.memories import visible_memories
 
@@ -38,10 +38,9 @@ def visible_entities(principal: Principal, *, q: str = "", kind: str | None = No
 
 
 def entity_for(principal: Principal, entity_id: object) -> Entity:
-    try:
-        parsed = int(str(entity_id))
-    except (TypeError, ValueError):
-        raise NotFound("Entity not found.") from None
+    parsed = parse_int_id(entity_id)
+    if parsed is None:
+        raise NotFound("Entity not found.")
     entity = visible_entities(principal).filter(pk=parsed).first()
     if entity is None:
         raise NotFound("Entity not found.")

@@ -6,7 +6,6 @@ one way to fetch a single memory by id (foreign, forbidden and missing all raise
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,22 +14,13 @@ from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal
+from memories.access import Operator, Principal, parse_id
 from memories.models import Memory
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
 
-def _parse_id(memory_id: Any) -> uuid.UUID | None:
-    if isinstance(memory_id, uuid.UUID):
-        return memory_id
-    try:
-        return uuid.UUID(str(memory_id))
-    except (ValueError, TypeError):
-        return None
-
-
-def readable_base(principal: Principal) -> QuerySet[Memory]:
+def readable_base(principal: Principal | Operator) -> QuerySet[Memory]:
     """Organization, readable scopes and clearance — the part of the read rule every view shares."""
     return Memory.objects.filter(
         organization_id=principal.organization_id,
@@ -83,7 +73,7 @@ def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory
         memories = memories.filter(tags__contains=[filters.tag.lower()])
     if filters.author:
         author = filters.author.strip()
-        author_id = _parse_id(author)
+        author_id = parse_id(author)
         q = Q(author_name__iexact=author) | Q(author__email__iexact=author) | Q(author__name__iexact=author)
         if author_id is not None:
             q |= Q(author_id=author_id)
@@ -93,7 +83,7 @@ def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory
 
 def memory_for_history(principal: Principal, memory_id: Any, *, for_update: bool = False) -> Memory:
     """One memory the principal may see, whatever its status (detail and lifecycle actions)."""
-    parsed = _parse_id(memory_id)
+    parsed = parse_id(memory_id)
     if parsed is None:
         raise NotFound("Memory not found.")
     memories = readable_base(principal).select_related("scope", "author", "redacted_by")

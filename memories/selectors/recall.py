@@ -32,10 +32,10 @@ from audit.services import record
 from cortex_site.errors import ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
+from memories.embeddings.store import embed_for_store
 from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
-from memories.services.embedding import embed_for_store
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50

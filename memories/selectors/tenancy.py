@@ -7,19 +7,17 @@ Members see their own tokens; admins see the organization's members, every scope
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.db.models import QuerySet
 
-from cortex_site.errors import NotFound, PermissionDenied
-from memories.access import Principal
+from cortex_site.errors import NotFound
+from memories.access import Principal, parse_id, parse_int_id
 from memories.models import ApiToken, Membership, Scope, ScopeGrant
 
 
 def _require_admin(principal: Principal) -> None:
-    if not principal.is_admin:
-        raise PermissionDenied("Only organization admins can do this.", error_code="ADMIN_REQUIRED")
+    principal.require_admin()
 
 
 def my_tokens(principal: Principal) -> QuerySet[ApiToken]:
@@ -27,11 +25,10 @@ def my_tokens(principal: Principal) -> QuerySet[ApiToken]:
     return ApiToken.objects.filter(membership=principal.membership).prefetch_related("scopes").order_by("-created_at")
 
 
-def my_token(principal: Principal, token_id: Any) -> ApiToken:
-    try:
-        parsed = token_id if isinstance(token_id, uuid.UUID) else uuid.UUID(str(token_id))
-    except (ValueError, TypeError):
-        raise NotFound("Token not found.") from None
+def token_for(principal: Principal, token_id: Any) -> ApiToken:
+    parsed = parse_id(token_id)
+    if parsed is None:
+        raise NotFound("Token not found.")
     token = (
         ApiToken.objects.select_related("membership__organization", "membership__user")
         .filter(membership=principal.membership, pk=parsed)
@@ -51,12 +48,11 @@ def organization_members(principal: Principal) -> QuerySet[Membership]:
     )
 
 
-def organization_member(principal: Principal, membership_id: Any) -> Membership:
+def member_for(principal: Principal, membership_id: Any) -> Membership:
     _require_admin(principal)
-    try:
-        pk = int(membership_id)
-    except (ValueError, TypeError):
-        raise NotFound("Member not found.") from None
+    pk = parse_int_id(membership_id)
+    if pk is None:
+        raise NotFound("Member not found.")
     membership = (
         Membership.objects.select_related("user", "organization").filter(organization_id=principal.organization_id, pk=pk).first()
     )

@@ -34,7 +34,7 @@ from memories.analysis.decisions import (
 )
 from memories.llm import LLMInvalidOutput, LLMUnavailable, get_llm
 from memories.models import Job
-from memories.services.jobs import job_create, job_handler, job_progress
+from memories.services.jobs import job_create, job_progress
 from memories.services.memories import MemoryDraft, WriteResult, memory_create
 
 logger = logging.getLogger(__name__)
@@ -92,8 +92,8 @@ def decisions_extract_start(
     )
 
 
-@job_handler(Job.Kind.EXTRACT_DECISIONS)
-def _run_extraction(job: Job) -> dict[str, Any]:
+def decisions_extract_run(job: Job) -> dict[str, Any]:
+    """The job handler for EXTRACT_DECISIONS (registered by MemoriesConfig.ready())."""
     payload = job.payload or {}
     result = extract_decisions(
         str(payload.get("summary", "")), str(payload.get("transcript", "")), progress=lambda p: job_progress(job, p)

@@ -27,11 +27,12 @@ from typing import Any
 
 from django.utils.dateparse import parse_datetime
 
-from audit.services import Actor, record
+from audit.services import record
 from cortex_site.errors import CortexError, ServiceUnavailable, ValidationFailed
-from memories.access import Principal, clearance_names
-from memories.api.representation import memory_representation
-from memories.models import Memory, Organization, Scope
+from memories.access import Operator, Principal, clearance_names
+from memories.interchange.representation import memory_representation
+from memories.models import Scope
+from memories.selectors.memories import readable_base
 from memories.services.documents import SUPPORTED_EXTENSIONS, check_size, extract_text
 from memories.services.memories import MemoryDraft, WriteResult, memory_create, memory_create_many
 
@@ -400,19 +401,20 @@ class Export:
     lines: Iterator[dict[str, Any]]
 
 
-def memory_export(*, organization: Organization, actor: Actor, scope: Scope | None = None, status: str = "active") -> Export:
-    """Every memory of the organization (or one scope) in the REST shape, oldest first.
+def memory_export(*, principal: Principal | Operator, scope: Scope | None = None, status: str = "active") -> Export:
+    """Every memory the principal may read of its organization (or one scope) in the REST shape, oldest first.
 
-    The operator's view: no principal, so every scope and clearance rung is included. `status`
+    The CLI exports as the `Operator`, who reads every scope and clearance rung. `status`
     "active" (the default) is the current store — including memories past their valid_until,
     which keep it —, "all" adds the history (superseded and redacted versions; redacted ones
     carry only their marker text). The export is audited before the first line is produced.
     """
     if status not in EXPORT_STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(EXPORT_STATUSES)}.", error_code="INVALID_STATUS")
-    if scope is not None and scope.organization_id != organization.pk:
+    if scope is not None and (scope.organization_id != principal.organization_id or scope.pk not in principal.readable_scope_ids):
         raise ValidationFailed("That scope belongs to another organization.", error_code="UNKNOWN_SCOPE")
-    memories = Memory.objects.filter(organization=organization)
+    organization = principal.organization
+    memories = readable_base(principal)
     if scope is not None:
         memories = memories.filter(scope=scope)
     if status != "all":
@@ -421,7 +423,7 @@ def memory_export(*, organization: Organization, actor: Actor, scope: Scope | No
     record(
         "memory.export",
         organization=organization,
-        actor=actor,
+        actor=principal.actor,
         target_type="organization",
         target_id=organization.slug,
         details={"scope": scope.slug if scope else None, "status": status, "count": count},

@@ -6,13 +6,18 @@ STALE_AFTER (the task's hard time limit plus a margin), up to MAX_ATTEMPTS.
 
 A job's payload is what the person sent (a whole meeting transcript, say) and its result
 quotes it. Neither is a memory — nothing audits, scopes or redacts it — so finished jobs are
-deleted after CORTEX_JOB_RETENTION_HOURS (`jobs_purge_finished`, run hourly by beat).
+deleted after CORTEX_JOB_RETENTION_HOURS (`jobs_purge_finished`, run hourly by beat in bounded
+batches).
+
+Handlers are registered by `MemoriesConfig.ready()` (`register_handler`), so every process
+that runs jobs knows them without importing a module for its side effect.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -24,6 +29,8 @@ from django.utils import timezone
 from cortex_site.errors import CortexError
 from memories.access import Principal
 from memories.models import Job
+from memories.retry import RetryableJobError
+from memories.tasks import run_job
 
 logger = logging.getLogger(__name__)
 
@@ -34,16 +41,9 @@ JobHandler = Callable[[Job], dict[str, Any]]
 HANDLERS: dict[str, JobHandler] = {}
 
 
-class RetryableJobError(Exception):
-    """The work could not be done now for a passing reason; the job goes back to the queue."""
-
-
-def job_handler(kind: str) -> Callable[[JobHandler], JobHandler]:
-    def register(handler: JobHandler) -> JobHandler:
-        HANDLERS[kind] = handler
-        return handler
-
-    return register
+def register_handler(kind: str, handler: JobHandler) -> None:
+    """Say which function runs jobs of `kind` (called from AppConfig.ready())."""
+    HANDLERS[kind] = handler
 
 
 def job_create(*, principal: Principal, kind: str, payload: dict[str, Any]) -> Job:
@@ -56,8 +56,6 @@ def job_create(*, principal: Principal, kind: str, payload: dict[str, Any]) -> J
 
 
 def _enqueue(job_id: Any) -> None:
-    from memories.tasks import run_job
-
     run_job.delay(str(job_id))
 
 
@@ -119,14 +117,23 @@ def _finish(job: Job, *, result: dict[str, Any] | None = None, error: dict[str, 
     )
 
 
-def jobs_purge_finished(*, now: Any = None) -> int:
-    """Delete jobs that finished more than CORTEX_JOB_RETENTION_HOURS ago; how many went.
+@dataclass(frozen=True)
+class JobPurge:
+    deleted: int
+    more: bool  # the batch was full: expired jobs may remain
 
-    Queued and running jobs stay, however old. Running it again deletes nothing more.
+
+def jobs_purge_finished(*, batch_size: int, now: Any = None) -> JobPurge:
+    """Delete at most `batch_size` jobs that finished more than CORTEX_JOB_RETENTION_HOURS ago.
+
+    Queued and running jobs stay, however old. Running it again deletes nothing more. The
+    caller runs it again while `more` is set (the task re-enqueues itself), so no single
+    delete holds locks on an unbounded number of rows.
     """
     cutoff = (now or timezone.now()) - timedelta(hours=settings.CORTEX_JOB_RETENTION_HOURS)
-    finished = Job.objects.filter(status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED], finished_at__lt=cutoff)
-    deleted, _ = finished.delete()
+    expired = Job.objects.filter(status__in=[Job.Status.SUCCEEDED, Job.Status.FAILED], finished_at__lt=cutoff)
+    batch = list(expired.order_by("finished_at").values_list("pk", flat=True)[:batch_size])
+    deleted, _ = Job.objects.filter(pk__in=batch).delete() if batch else (0, {})
     if deleted:
         logger.info("deleted %d finished jobs older than %s", deleted, cutoff.isoformat())
-    return deleted
+    return JobPurge(deleted=deleted, more=len(batch) == batch_size)

@@ -1,8 +1,8 @@
 """Work that follows a stored memory, off the request path (run by the `after_memory_write` task).
 
-Steps are registered here in order. Each takes the memory id, must be idempotent (the task
-may run twice), and must never change the memory's own content: a failing step is logged
-and the next one still runs. Conflict detection and entity extraction plug in here.
+Steps are registered in order by `MemoriesConfig.ready()` (conflict detection, then entity
+extraction). Each takes the memory id, must be idempotent (the task may run twice), and must
+never change the memory's own content: a failing step is logged and the next one still runs.
 """
 
 from __future__ import annotations
@@ -11,29 +11,28 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
+
+from memories.retry import RETRY
+
 logger = logging.getLogger(__name__)
 
-PostWriteStep = Callable[[Any], None]
-STEPS: list[PostWriteStep] = []
+PostWriteStep = Callable[[Any], Any]
+# (name, step) in the order they run; the name keys the step's outcome.
+STEPS: list[tuple[str, PostWriteStep]] = []
 
 
-def register(step: PostWriteStep) -> PostWriteStep:
-    if step not in STEPS:
-        STEPS.append(step)
-    return step
-
-
-RETRY = "retry"
+def register(name: str, step: PostWriteStep) -> None:
+    """Add a step (called from AppConfig.ready(); registering the same name again replaces nothing)."""
+    if all(existing != name for existing, _ in STEPS):
+        STEPS.append((name, step))
 
 
 def run_post_write(memory_id: Any) -> dict[str, str]:
     """Run every registered step; report each step's outcome by name ("ok", "failed", or
     "retry" when the database connection failed and the task should run again later)."""
-    from django.db import InterfaceError, OperationalError
-
     outcomes: dict[str, str] = {}
-    for step in STEPS:
-        name = f"{step.__module__}.{step.__qualname__}"
+    for name, step in STEPS:
         try:
             step(memory_id)
             outcomes[name] = "ok"
@@ -44,21 +43,3 @@ def run_post_write(memory_id: Any) -> dict[str, str]:
             logger.exception("post-write step %s failed for memory %s", name, memory_id)
             outcomes[name] = "failed"
     return outcomes
-
-
-# -- the registered steps, in order --------------------------------------------------------------
-# Imported inside the steps: the services import the write pipeline, which imports this module.
-def detect_conflicts(memory_id: Any) -> None:
-    from memories.services.conflicts import conflicts_detect
-
-    conflicts_detect(memory_id)
-
-
-def extract_entities(memory_id: Any) -> None:
-    from memories.services.entities import entities_extract
-
-    entities_extract(memory_id)
-
-
-register(detect_conflicts)
-register(extract_entities)

@@ -1,6 +1,6 @@
 """Moving the store to the configured embedding model (`cortex reembed`).
 
-The store never mixes vectors of two models (memories.services.embedding refuses writes and
+The store never mixes vectors of two models (memories.embeddings.store refuses writes and
 recall while the configured embedder differs from the recorded EmbeddingSignature). This
 service is the way across:
 
@@ -41,9 +41,9 @@ from audit.services import Actor, record
 from cortex_site.errors import Conflict, ServiceUnavailable
 from memories.embeddings.base import Embedder, EmbeddingFailed, EmbeddingUnavailable
 from memories.embeddings.factory import get_embedder
+from memories.embeddings.store import signature_of
 from memories.models import EmbeddingSignature, MemoryChunk
 from memories.retrieval.sql import vector_literal
-from memories.services.embedding import signature_of
 from memories.services.memories import embedding_text
 
 INDEX_NAME = "chunk_embedding_hnsw"
@@ -255,7 +255,8 @@ def _embed_rows(embedder: Embedder, rows: list[tuple[int, str, str]]) -> None:
         ) from exc
     except EmbeddingFailed as exc:
         raise ServiceUnavailable(
-            f"The embedding provider refused a batch ({exc}). What was embedded is kept; fix the cause and run `cortex reembed` again.",
+            f"The embedding provider refused a batch ({exc}). What was "
+            "embedded is kept; fix the cause and run `cortex reembed` again.",
             error_code="EMBEDDING_FAILED",
         ) from exc
     with connection.cursor() as cursor:

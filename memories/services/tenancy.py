@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from audit.services import Actor, record
 from cortex_site.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
-from memories.access import Principal
+from memories.access import Operator, Principal
 from memories.models import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -33,17 +33,22 @@ from memories.models.tenancy import slug_validator
 TOKEN_PREFIX = "ctx"  # noqa: S105 - the public prefix of every token, not a secret
 
 
-def _actor(by: Principal | None) -> Actor:
+def _actor(by: Principal | Operator | None) -> Actor:
     return by.actor if by is not None else Actor.cli()
 
 
-def _require_admin(by: Principal | None, organization: Organization) -> None:
+def _require_admin(by: Principal | Operator | None, organization: Organization) -> None:
+    """`by` administers `organization` (None is the operator at the console, like an `Operator`)."""
     if by is None:
         return
     if by.organization_id != organization.pk:
         raise NotFound("Organization not found.")
-    if not by.is_admin:
-        raise PermissionDenied("Only organization admins can do this.", error_code="ADMIN_REQUIRED")
+    by.require_admin()
+
+
+def _is_self(by: Principal | Operator | None, membership: Membership) -> bool:
+    """Whether `by` is that member acting on themself (the operator never is)."""
+    return isinstance(by, Principal) and by.membership.pk == membership.pk
 
 
 def _check_slug(value: str, field: str) -> str:
@@ -119,7 +124,7 @@ def member_add(
     role: str = Membership.Role.MEMBER,
     name: str = "",
     password: str | None = None,
-    by: Principal | None = None,
+    by: Principal | Operator | None = None,
 ) -> Membership:
     """Add a person to an organization, creating their user account if it does not exist yet.
 
@@ -156,7 +161,7 @@ def member_add(
 
 @transaction.atomic
 def member_update(
-    *, membership: Membership, clearance: str | None = None, role: str | None = None, by: Principal | None = None
+    *, membership: Membership, clearance: str | None = None, role: str | None = None, by: Principal | Operator | None = None
 ) -> Membership:
     organization = membership.organization
     _require_admin(by, organization)
@@ -195,7 +200,7 @@ def _is_last_admin(membership: Membership) -> bool:
 
 
 @transaction.atomic
-def member_remove(*, membership: Membership, by: Principal | None = None) -> None:
+def member_remove(*, membership: Membership, by: Principal | Operator | None = None) -> None:
     _require_admin(by, membership.organization)
     if membership.is_admin and _is_last_admin(membership):
         raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
@@ -220,7 +225,7 @@ def scope_create(
     visibility: str = Scope.Visibility.GRANTED,
     members_can_write: bool = True,
     description: str = "",
-    by: Principal | None = None,
+    by: Principal | Operator | None = None,
 ) -> Scope:
     _require_admin(by, organization)
     _check_slug(slug, "scope slug")
@@ -257,7 +262,7 @@ def scope_update(
     name: str | None = None,
     visibility: str | None = None,
     members_can_write: bool | None = None,
-    by: Principal | None = None,
+    by: Principal | Operator | None = None,
 ) -> Scope:
     _require_admin(by, scope.organization)
     changes: dict[str, Any] = {}
@@ -288,7 +293,7 @@ def scope_update(
 
 
 @transaction.atomic
-def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Principal | None = None) -> ScopeGrant:
+def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Principal | Operator | None = None) -> ScopeGrant:
     """Give (or change) a member's access to a scope. Admins granting themselves are audited like anyone."""
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
@@ -304,14 +309,14 @@ def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Prin
             "email": membership.user.email,
             "can_write": can_write,
             "created": created,
-            "self_grant": by is not None and by.membership.pk == membership.pk,
+            "self_grant": _is_self(by, membership),
         },
     )
     return grant
 
 
 @transaction.atomic
-def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | None = None) -> None:
+def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | Operator | None = None) -> None:
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
@@ -341,14 +346,14 @@ def token_create(
     scope_slugs: list[str] | None = None,
     read_only: bool = False,
     expires_at: datetime | None = None,
-    by: Principal | None = None,
+    by: Principal | Operator | None = None,
 ) -> tuple[ApiToken, str]:
     """Create a token for a membership; returns (token, secret). The secret is never stored.
 
     People create tokens for themselves; admins may create them for others. A token can only
     narrow: its scopes must be readable by the membership.
     """
-    if by is not None and by.membership.pk != membership.pk:
+    if by is not None and not _is_self(by, membership):
         _require_admin(by, membership.organization)
     if by is not None and by.token is not None:
         raise PermissionDenied("Tokens cannot create tokens; sign in to create one.", error_code="TOKEN_CANNOT_CREATE_TOKEN")
@@ -397,9 +402,9 @@ def token_create(
 
 
 @transaction.atomic
-def token_revoke(*, token: ApiToken, by: Principal | None = None) -> ApiToken:
+def token_revoke(*, token: ApiToken, by: Principal | Operator | None = None) -> ApiToken:
     membership = token.membership
-    if by is not None and by.membership.pk != membership.pk:
+    if by is not None and not _is_self(by, membership):
         _require_admin(by, membership.organization)
     if token.revoked_at is not None:
         raise Conflict(f"Token {token.prefix} is already revoked.", error_code="TOKEN_ALREADY_REVOKED")

@@ -13,6 +13,7 @@ from typing import Any
 
 from django import template
 
+from memories.forms import BriefForm
 from memories.models import Conflict, Memory
 from memories.selectors.entities import memory_entities as entities_of
 
@@ -37,8 +38,6 @@ def memory_entities(context: template.Context, memory: Memory) -> dict[str, Any]
 
 @register.inclusion_tag("briefs/_form.html", takes_context=True)
 def brief_form(context: template.Context, form: Any = None) -> dict[str, Any]:
-    from memories.views.briefs import BriefForm
-
     if form is None:
         form = BriefForm(principal=context["principal"])
     return {"form": form, "request": context.get("request"), "csrf_token": context.get("csrf_token")}

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
-from typing import Any
 
-from django import forms
-from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -16,52 +12,15 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from cortex_site.errors import CortexError
 from memories.access import Principal
-from memories.forms import clearance_choices, set_choices, split_tags
-from memories.models import PUBLIC_DOCS_SLUG, Job
+from memories.forms import BriefForm, split_tags
+from memories.models import Job
 from memories.selectors.jobs import job_for
 from memories.services import briefs
-from memories.services.documents import SUPPORTED_EXTENSIONS
 from memories.views.common import principal_view
 
 # The browser is answered quickly; a longer job is polled (the API waits up to 20 s instead).
 UI_WAIT_SECONDS = 4
 POLL_SECONDS = 0.2
-
-
-class BriefForm(forms.Form):
-    title = forms.CharField(
-        max_length=settings.CORTEX_MAX_TITLE_CHARS, help_text="What the meeting was, e.g. “Platform sync — pricing”."
-    )
-    date = forms.DateField(label="Meeting date", required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    attendees = forms.CharField(required=False, max_length=3000, help_text="Comma-separated names.")
-    scope = forms.ChoiceField(help_text="Only scopes you can write to are listed.")
-    clearance_min = forms.ChoiceField(label="Minimum clearance", help_text="Who can read it: this rung and above.")
-    tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated.")
-    summary = forms.CharField(
-        required=False,
-        strip=False,
-        widget=forms.Textarea(attrs={"rows": 7}),
-        help_text="What was discussed and decided, in your words.",
-    )
-    file = forms.FileField(
-        label="Transcript file",
-        required=False,
-        widget=forms.ClearableFileInput(attrs={"accept": ",".join(SUPPORTED_EXTENSIONS)}),
-        help_text="Text only: .txt, .md, .docx or .pdf with a text layer — no audio.",
-    )
-    idempotency_key = forms.CharField(widget=forms.HiddenInput, required=False, max_length=255)
-
-    def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        scopes = principal.writable_scopes()
-        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
-        rungs = clearance_choices(principal)
-        set_choices(self, "clearance_min", rungs)
-        if not self.is_bound:
-            slugs = [s.slug for s in scopes]
-            self.initial.setdefault("scope", PUBLIC_DOCS_SLUG if PUBLIC_DOCS_SLUG in slugs else (slugs[0] if slugs else ""))
-            self.initial.setdefault("clearance_min", rungs[0][0] if rungs else "")
-            self.initial.setdefault("idempotency_key", f"brief-{uuid.uuid4()}")
 
 
 def _upload(request: HttpRequest) -> briefs.Upload | None:

@@ -12,6 +12,7 @@ from memories.access import Principal
 from memories.retrieval.terms import query_terms
 from memories.selectors.memories import STATUS_FILTERS, MemoryFilters, memory_list
 from memories.selectors.recall import MAX_LIMIT, RecallQuery, recall
+from memories.services.read_events import memory_list_audit
 from memories.views.common import keyset_page, memory_rows
 
 PAGE_SIZE = 20
@@ -89,6 +90,7 @@ def list_results(principal: Principal, params: ListParams, query: QueryDict) -> 
         status=params.status,
     )
     page, next_cursor = keyset_page(memory_list(principal, filters), params.cursor, PAGE_SIZE)
+    memory_list_audit(principal=principal, filters=filters, memories=page, via="ui")
     next_url = None
     if next_cursor:
         following = query.copy()

@@ -70,15 +70,13 @@ def memory_or_404(principal: Principal, memory_id: Any) -> Memory:
 
 
 def may_redact(principal: Principal, memory: Memory) -> bool:
-    """Mirrors memory_redact's rule, to decide whether to offer the action (the service still decides)."""
-    if principal.read_only or memory.status == Memory.Status.REDACTED:
-        return False
-    is_author = memory.author_id is not None and memory.author_id == principal.user.pk
-    return is_author or principal.can_write_memory(memory) or principal.is_admin
+    """Whether to offer Redact: the Principal's rule (which memory_redact enforces) on a memory not yet redacted."""
+    return memory.status != Memory.Status.REDACTED and principal.can_redact(memory)
 
 
 def may_supersede(principal: Principal, memory: Memory) -> bool:
-    return not principal.read_only and memory.status == Memory.Status.ACTIVE and principal.can_write_memory(memory)
+    """Whether to offer Edit: the Principal's rule (which memory_supersede enforces) on the active version."""
+    return memory.status == Memory.Status.ACTIVE and principal.can_supersede(memory)
 
 
 def memory_rows(

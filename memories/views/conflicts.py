@@ -76,7 +76,7 @@ def conflict_list(request: HttpRequest, principal: Principal) -> HttpResponse:
         "kind": kind,
         "tabs": [{"value": s, "label": label, "count": counts.get(s)} for s, label in STATUS_TABS],
         "kinds": sorted(KINDS),
-        "policy": Organization.objects.values_list("conflict_policy", flat=True).get(pk=principal.organization_id),
+        "policy": principal.organization.conflict_policy,
         "policy_form": PolicyForm() if principal.is_admin and not principal.read_only else None,
     }
     return render(request, "conflicts/list.html", context)
@@ -105,7 +105,7 @@ def conflict_detail(request: HttpRequest, principal: Principal, conflict_id: str
             },
         ],
         "resolution_label": RESOLUTION_LABELS.get(conflict.resolution, ""),
-        "can_decide": not principal.read_only,
+        "can_decide": principal.can_decide(conflict),
         "form": ResolveForm(),
     }
     return render(request, "conflicts/detail.html", context)
@@ -155,9 +155,8 @@ def conflict_policy_view(request: HttpRequest, principal: Principal) -> HttpResp
     if not form.is_valid():
         messages.error(request, "The conflict policy is auto or manual.")
         return redirect("/conflicts/")
-    organization = Organization.objects.get(pk=principal.organization_id)
     services.conflict_policy_set(
-        organization=organization, policy=form.cleaned_data["policy"], by=principal
+        organization=principal.organization, policy=form.cleaned_data["policy"], by=principal
     )  # 403 for non-admins
     messages.success(request, f"Conflict policy is now {form.cleaned_data['policy']}.")
     return redirect("/conflicts/")

@@ -18,7 +18,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
-from audit.services import record
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
 from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
@@ -26,6 +25,7 @@ from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
 from memories.selectors.memories import supersession_chain
 from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
 from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
@@ -66,14 +66,7 @@ def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
 @require_GET
 def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
     memory = memory_or_404(principal, memory_id)
-    record(
-        "memory.read",
-        organization=principal.organization_id,
-        actor=principal.actor,
-        target_type="memory",
-        target_id=memory.pk,
-        details={"via": "ui"},
-    )
+    memory_read_audit(principal=principal, memory=memory, via="ui")
     conflicts = [
         {"conflict": c, "other": c.existing_memory if c.new_memory_id == memory.pk else c.new_memory}
         for c in memory_conflicts(principal, memory)
@@ -174,7 +167,7 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
     """Supersede: save an edited copy as the new active version; the old one stays in the chain."""
     memory = memory_or_404(principal, memory_id)
     if not may_supersede(principal, memory):
-        if memory.status != "active" and principal.can_write_memory(memory):
+        if memory.status != "active" and principal.can_supersede(memory):
             messages.error(request, f"This memory is {memory.status}; only the active version can be edited.")
             return redirect(f"/memories/{memory.pk}/")
         raise DjangoPermissionDenied("You cannot change this memory.")

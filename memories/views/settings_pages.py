@@ -124,7 +124,7 @@ def token_create(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def token_revoke(request: HttpRequest, principal: Principal, token_id: str) -> HttpResponse:
-    token = reads.my_token(principal, token_id)
+    token = reads.token_for(principal, token_id)
     try:
         tenancy.token_revoke(token=token, by=principal)
     except CortexError as exc:
@@ -193,7 +193,7 @@ def member_add(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def member_update(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
-    membership = reads.organization_member(principal, membership_id)
+    membership = reads.member_for(principal, membership_id)
     form = MemberUpdateForm(request.POST, principal=principal, prefix=f"m{membership.pk}")
     if form.is_valid():
         try:
@@ -212,7 +212,7 @@ def member_update(request: HttpRequest, principal: Principal, membership_id: int
 @principal_view
 @require_POST
 def member_remove(request: HttpRequest, principal: Principal, membership_id: int) -> HttpResponse:
-    membership = reads.organization_member(principal, membership_id)
+    membership = reads.member_for(principal, membership_id)
     try:
         tenancy.member_remove(membership=membership, by=principal)
     except CortexError as exc:
@@ -287,7 +287,8 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
         else:
             messages.success(
                 request,
-                f"{membership.user.email} can now {'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.",
+                f"{membership.user.email} can now "
+                f"{'read and write' if form.cleaned_data['access'] == 'write' else 'read'} {scope.slug}.",
             )
             return _back("scopes")
     return _page(request, principal, "scopes", status=400, grant_form=form)
@@ -296,7 +297,7 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_POST
 def grant_revoke(request: HttpRequest, principal: Principal) -> HttpResponse:
-    membership = reads.organization_member(principal, request.POST.get("member"))
+    membership = reads.member_for(principal, request.POST.get("member"))
     scope = reads.organization_scope(principal, request.POST.get("scope", ""))
     try:
         tenancy.grant_revoke(membership=membership, scope=scope, by=principal)

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
+from audit.actions import Action
 from audit.context import bound
 from audit.models import AuditEvent
 from audit.services import GENESIS_HASH, Actor, record, verify_chain
@@ -43,7 +44,7 @@ def _chain(organization: Organization) -> list[AuditEvent]:
 def _record_some(organization: Organization, n: int = 3) -> list[AuditEvent]:
     return [
         record(
-            f"test.event{i}",
+            "memory.read",
             organization=organization,
             actor=Actor.cli(),
             target_type="thing",
@@ -93,7 +94,7 @@ def test_values_the_database_normalises_still_verify(make_org: Callable[..., Org
     org = make_org()
     with bound(request_id="norm-1", client_ip="2001:0DB8:0000::0001"):
         event = record(
-            "test.normalised",
+            "memory.read",
             organization=org,
             actor=Actor.cli(),
             details={"big": 1e20, "neg_zero": -0.0, "when": org.created_at},
@@ -109,7 +110,7 @@ def test_an_unparseable_client_ip_is_recorded_as_none_instead_of_failing_the_req
 ) -> None:
     org = make_org()
     with bound(request_id="bad-ip", client_ip="not-an-ip, 10.0.0.1"):
-        event = record("test.bad_ip", organization=org, actor=Actor.cli())
+        event = record("memory.read", organization=org, actor=Actor.cli())
     assert AuditEvent.objects.get(pk=event.pk).ip is None
     assert verify_chain(org).ok
 
@@ -200,7 +201,7 @@ def test_events_carry_the_request_id_of_the_request_that_caused_them(client: Cli
     assert event.ip == "127.0.0.1"
     assert event.outcome == AuditEvent.Outcome.DENIED
     # Outside a request nothing is bound: CLI events carry no request id.
-    assert record("test.cli", organization=None, actor=Actor.cli()).request_id == ""
+    assert record("memory.export", organization=None, actor=Actor.cli()).request_id == ""
 
 
 @pytest.mark.django_db(transaction=True)
@@ -215,7 +216,7 @@ def test_concurrent_record_calls_still_form_one_valid_chain(make_org: Callable[.
             start.wait()
             for i in range(per_thread):
                 with transaction.atomic():  # each event in its own transaction, as views do
-                    record("test.concurrent", organization=org.pk, actor=Actor.system(f"worker-{worker}"), details={"i": i})
+                    record("mcp.call", organization=org.pk, actor=Actor.system(f"worker-{worker}"), details={"i": i})
         except BaseException as exc:  # noqa: BLE001 - surfaced to the test thread below
             errors.append(exc)
         finally:
@@ -228,7 +229,7 @@ def test_concurrent_record_calls_still_form_one_valid_chain(make_org: Callable[.
         thread.join(60)
     assert not errors, errors
     chain = _chain(org)
-    assert sum(1 for e in chain if e.action == "test.concurrent") == threads * per_thread
+    assert sum(1 for e in chain if e.action == "mcp.call") == threads * per_thread
     # No fork: every event has a different predecessor, and the whole chain recomputes.
     assert len({e.prev_hash for e in chain}) == len(chain)
     report = verify_chain(org)
@@ -243,10 +244,10 @@ def test_an_event_rolled_back_with_its_write_leaves_no_gap(make_org: Callable[..
         pass
 
     with pytest.raises(Boom), transaction.atomic():
-        record("test.never_happened", organization=org, actor=Actor.cli())
+        record("memory.delete", organization=org, actor=Actor.cli())
         raise Boom
     _record_some(org, 1)
-    assert not AuditEvent.objects.filter(action="test.never_happened").exists()
+    assert not AuditEvent.objects.filter(action="memory.delete").exists()
     assert verify_chain(org).ok
 
 
@@ -276,3 +277,13 @@ def test_audit_verify_all_checks_every_chain_and_names_the_broken_ones(make_org:
 def test_audit_verify_needs_an_organization_or_all() -> None:
     with pytest.raises(CommandError):
         call_command("cortex", "audit", "verify")
+
+
+@pytest.mark.django_db
+def test_an_action_outside_the_enumeration_is_refused_and_nothing_is_recorded(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    before = AuditEvent.objects.count()
+    with pytest.raises(ValueError, match=r"unknown audit action 'memory\.reed'"):
+        record("memory.reed", organization=org, actor=Actor.cli())
+    assert AuditEvent.objects.count() == before
+    assert record(Action.MEMORY_READ, organization=org, actor=Actor.cli()).action == "memory.read"

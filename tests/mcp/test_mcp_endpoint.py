@@ -760,3 +760,16 @@ def test_a_tokens_calls_share_one_rate_limit_across_mcp_and_rest(
     # Another token has its own budget.
     assert not mcp_client.call(world.tokens["contractor"], "recall", query="deploy freeze").is_error
     assert AuditEvent.objects.filter(action="mcp.call", details__error_code="RATE_LIMITED").count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_get_memory_and_list_memories_each_record_a_read_event_like_rest(world: SimpleNamespace, mcp_client: Any) -> None:
+    mcp_client.call(world.tokens["contractor"], "get_memory", id=world.memories["freeze"])
+    read = AuditEvent.objects.get(action="memory.read")
+    assert (read.target_id, read.details, read.actor_kind) == (world.memories["freeze"], {"via": "mcp"}, "token")
+    mcp_client.call(world.tokens["contractor"], "list_memories", scope="public-docs")
+    listed = AuditEvent.objects.get(action="memory.list")
+    assert listed.details["via"] == "mcp" and listed.details["filters"] == {"scope": "public-docs", "status": "active"}
+    assert set(listed.details["results"]) <= {world.memories["etiquette"], world.memories["freeze"]}
+    mcp_client.call(world.tokens["outsider"], "get_memory", id=world.memories["freeze"])  # NOT_FOUND: nothing was read
+    assert AuditEvent.objects.filter(action="memory.read").count() == 1

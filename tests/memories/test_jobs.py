@@ -113,3 +113,28 @@ def test_beat_runs_the_job_clean_up_hourly() -> None:
     schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
     assert schedule == {"memories.purge_finished_jobs": 3600.0}
     assert "memories.purge_finished_jobs" in app.tasks
+
+
+def test_the_purge_deletes_in_bounded_batches_and_enqueues_the_next_batch(
+    acme: dict[str, Any], principal_of: Any, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    from memories.tasks import purge_finished_jobs
+
+    settings.CORTEX_JOB_RETENTION_HOURS = 24
+    with django_capture_on_commit_callbacks(execute=False):
+        made = [
+            jobs.job_create(principal=principal_of(acme["employee"]), kind=Job.Kind.EXTRACT_DECISIONS, payload={"n": n})
+            for n in range(3)
+        ]
+    long_ago = timezone.now() - timedelta(hours=30)
+    Job.objects.filter(pk__in=[j.pk for j in made]).update(status="succeeded", finished_at=long_ago)
+
+    with django_capture_on_commit_callbacks(execute=False) as next_batches:
+        assert purge_finished_jobs.apply(args=(2,)).get() == 2
+    assert len(next_batches) == 1  # the batch was full: the next one is enqueued
+    assert Job.objects.filter(pk__in=[j.pk for j in made]).count() == 1
+
+    with django_capture_on_commit_callbacks(execute=False) as next_batches:
+        assert purge_finished_jobs.apply(args=(2,)).get() == 1
+    assert next_batches == []  # nothing left: the chain stops
+    assert not Job.objects.filter(pk__in=[j.pk for j in made]).exists()

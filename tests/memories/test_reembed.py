@@ -17,10 +17,10 @@ from audit.models import AuditEvent
 from memories.embeddings.base import EmbeddingUnavailable, Matrix
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.hashing import MODEL_NAME, HashEmbedder
+from memories.embeddings.store import EmbeddingModelMismatch
 from memories.models import EmbeddingSignature, Membership, Memory, MemoryChunk, Organization
 from memories.selectors.recall import RecallQuery, recall
 from memories.services import reembed as reembed_service
-from memories.services.embedding import EmbeddingModelMismatch
 from memories.services.memories import MemoryDraft, embedding_text, memory_create
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +48,8 @@ def run(*args: str) -> str:
 def column_type() -> str:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'memories_memorychunk'::regclass AND attname = 'embedding'"
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+            "attrelid = 'memories_memorychunk'::regclass AND attname = 'embedding'"
         )
         return str(cursor.fetchone()[0])
 
@@ -64,7 +65,8 @@ def stored_vectors() -> dict[int, tuple[str, str, np.ndarray | None]]:
     """chunk id → (memory title, chunk text, vector as stored)."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT c.id, m.title, c.text, c.embedding::text FROM memories_memorychunk c JOIN memories_memory m ON m.id = c.memory_id"
+            "SELECT c.id, m.title, c.text, c.embedding::text FROM "
+            "memories_memorychunk c JOIN memories_memory m ON m.id = c.memory_id"
         )
         rows = cursor.fetchall()
     return {r[0]: (r[1], r[2], np.array([float(x) for x in r[3].strip("[]").split(",")]) if r[3] else None) for r in rows}
@@ -225,7 +227,7 @@ def test_same_dimension_switch_also_catches_writes_made_meanwhile_by_processes_o
         run("--yes", "--batch-size", "2")
     assert column_type() == "vector(384)"
     # A web process that still runs the old model stores a memory in the middle of the switch.
-    monkeypatch.setattr("memories.services.embedding.get_embedder", lambda: OldModel())
+    monkeypatch.setattr("memories.embeddings.store.get_embedder", lambda: OldModel())
     late = memory_create(principal=principal(two_orgs["globex"]), draft=MemoryDraft(content="Written by a stale process.")).memory
     monkeypatch.undo()
 

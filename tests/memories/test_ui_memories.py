@@ -281,7 +281,8 @@ def test_search_when_the_embedder_is_down_says_to_retry(acme: dict[str, Any], us
 def test_detail_renders_markdown_safely_with_citation_tags_and_actions(acme: dict[str, Any]) -> None:
     memory = remember(
         acme["employee"],
-        "# Rollout\n\n- **Canary** first\n- then `10%`\n\n<script>alert(1)</script>\n\n[docs](https://docs.acme.test) [bad](javascript:alert(1))",
+        "# Rollout\n\n- **Canary** first\n- then "
+        "`10%`\n\n<script>alert(1)</script>\n\n[docs](https://docs.acme.test) [bad](javascript:alert(1))",
         title="Rollout policy",
         scope="engineering",
         source="Slack",

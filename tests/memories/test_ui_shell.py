@@ -171,7 +171,8 @@ def test_nav_prefix_matching_prefers_the_deeper_item(rf: Any, make_org: Any, mak
     from django.template import Context, Template
 
     template = Template(
-        '{% load cortex_ui %}{% nav_link "/memories/" "Memories" exclude="/memories/new/" %}{% nav_link "/memories/new/" "Add" %}{% nav_link "/" "Home" %}'
+        '{% load cortex_ui %}{% nav_link "/memories/" "Memories" exclude="/memories/new/" %}'
+        '{% nav_link "/memories/new/" "Add" %}{% nav_link "/" "Home" %}'
     )
 
     def current(path: str) -> list[str]:

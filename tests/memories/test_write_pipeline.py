@@ -104,7 +104,8 @@ def test_full_text_weighs_title_and_tags_above_the_body(acme: dict[str, Any], ap
         cursor.execute(
             """
             SELECT c.search_vector::text,
-                   (setweight(to_tsvector('english', 'Dock firmware'), 'A') || setweight(to_tsvector('english', 'pathfinder'), 'A')
+                   (setweight(to_tsvector('english', 'Dock firmware'), 'A')
+                    || setweight(to_tsvector('english', 'pathfinder'), 'A')
                     || setweight(to_tsvector('english', c.text), 'B'))::text
               FROM memories_memorychunk AS c WHERE c.memory_id = %s
             """,

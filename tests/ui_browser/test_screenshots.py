@@ -56,7 +56,8 @@ def test_screenshots_of_the_main_pages(local_team: Any, open_page: Any, tmp_path
     page.goto("/memories/new/")
     page.get_by_label("Title").fill("On-call handover happens at 09:00")
     page.locator("#id_content").fill(
-        "Hand over at **09:00** with the incident log:\n\n- open incidents and their owners\n- pages in the last 24 hours\n- anything flaky"
+        "Hand over at **09:00** with the incident log:\n\n- open incidents "
+        "and their owners\n- pages in the last 24 hours\n- anything flaky"
     )
     page.get_by_role("button", name="Preview").click()
     expect(page.locator("#id_content-preview strong")).to_be_visible()

@@ -109,7 +109,8 @@ def test_values_are_read_with_their_units() -> None:
 # -- explicit replacements ("moved from X to Y") ------------------------------------------------
 ZENDESK = Memo(
     "Support tooling: where tickets live",
-    "All customer tickets live in Zendesk. Email to support@ and the web form both create tickets; phone calls are logged by hand.",
+    "All customer tickets live in Zendesk. Email to support@ and the "
+    "web form both create tickets; phone calls are logged by hand.",
     NOW - timedelta(days=530),
     tags=("support", "zendesk", "tickets"),
     category="note",

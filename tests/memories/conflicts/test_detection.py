@@ -13,6 +13,7 @@ from memories.llm import LLMUnavailable
 from memories.llm.fake import ScriptedLLM
 from memories.models import Conflict, Memory, Organization
 from memories.services import conflicts as conflict_services
+from memories.services.conflicts import detection
 from memories.services.memories import memory_redact
 from memories.tasks import after_memory_write
 
@@ -74,7 +75,7 @@ def test_identical_content_from_a_second_source_is_a_duplicate_decided_without_a
     acme: dict[str, Any], write: Any, monkeypatch: Any
 ) -> None:
     llm = ScriptedLLM([])  # any call would fail the test: identical content needs no model
-    monkeypatch.setattr(conflict_services, "get_llm", lambda: llm)
+    monkeypatch.setattr(detection, "get_llm", lambda: llm)
     text = "Checkout latency spiked to 4s for 20 minutes because the Redis primary failed over."
     first = write(acme["employee"], text, title="Incident 2291", source="Notion", scope="engineering")
     second = write(acme["employee"], text, title="Incident 2291", source="Google Drive")  # public-docs
@@ -275,7 +276,7 @@ def judgement(verdict: str, confidence: float, *, outdated: str = "neither", sam
 def scripted(monkeypatch: Any) -> Any:
     def install(*responses: Any) -> ScriptedLLM:
         llm = ScriptedLLM(list(responses), name="anthropic", model="claude-test")
-        monkeypatch.setattr(conflict_services, "get_llm", lambda: llm)
+        monkeypatch.setattr(detection, "get_llm", lambda: llm)
         return llm
 
     return install

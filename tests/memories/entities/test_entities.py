@@ -76,7 +76,7 @@ def test_extraction_failing_never_affects_the_memory(acme: dict[str, Any], write
     memory = write(acme["employee"], INCIDENT)
     memory.refresh_from_db()
     assert memory.status == "active" and memory.content == INCIDENT
-    assert run_post_write(memory.pk)["memories.services.post_write.extract_entities"] == "failed"
+    assert run_post_write(memory.pk)["extract_entities"] == "failed"
     assert not EntityMention.objects.exists()
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from memories.access import Principal
-from memories.api.representation import iso, present_memories
+from memories.interchange.representation import iso, present_memories
 from memories.models import Conflict, Entity, Memory, Relation
 
 

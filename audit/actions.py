@@ -1,0 +1,55 @@
+"""Every action the audit log records. `record()` refuses anything else, so a typo or a new,
+undocumented action fails at once instead of leaving events nobody looks for.
+
+Read events follow one rule in every interface (UI, REST, MCP): a list records `memory.list`
+with its filters, a single memory `memory.read` with its id, a recall `memory.recall` with its
+query — one event per request that returned memory content, saying which interface (`via`).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Action(StrEnum):
+    # sign-in and tokens at the door
+    AUTH_LOGIN = "auth.login"
+    AUTH_LOGIN_FAILED = "auth.login_failed"
+    AUTH_LOGOUT = "auth.logout"
+    AUTH_SWITCH_ORGANIZATION = "auth.switch_organization"
+    AUTH_TOKEN_REJECTED = "auth.token_rejected"  # noqa: S105 - an action name, not a secret
+    # tenancy
+    ORGANIZATION_CREATE = "organization.create"
+    ORGANIZATION_CONFLICT_POLICY = "organization.conflict_policy"
+    MEMBER_ADD = "member.add"
+    MEMBER_UPDATE = "member.update"
+    MEMBER_REMOVE = "member.remove"
+    SCOPE_CREATE = "scope.create"
+    SCOPE_UPDATE = "scope.update"
+    GRANT_SET = "grant.set"
+    GRANT_REVOKE = "grant.revoke"
+    TOKEN_CREATE = "token.create"  # noqa: S105 - an action name, not a secret
+    TOKEN_REVOKE = "token.revoke"  # noqa: S105 - an action name, not a secret
+    # memories: writes
+    MEMORY_CREATE = "memory.create"
+    MEMORY_SUPERSEDE = "memory.supersede"
+    MEMORY_REINSTATE = "memory.reinstate"
+    MEMORY_PATCH = "memory.patch"
+    MEMORY_REDACT = "memory.redact"
+    MEMORY_DELETE = "memory.delete"
+    MEMORY_EXPORT = "memory.export"
+    # memories: reads
+    MEMORY_LIST = "memory.list"
+    MEMORY_READ = "memory.read"
+    MEMORY_RECALL = "memory.recall"
+    MEMORY_ASK = "memory.ask"
+    # conflicts
+    CONFLICT_DETECT = "conflict.detect"
+    CONFLICT_RESOLVE = "conflict.resolve"
+    CONFLICT_REOPEN = "conflict.reopen"
+    # operations
+    EMBEDDING_REEMBED_START = "embedding.reembed.start"
+    EMBEDDING_REEMBED_FINISH = "embedding.reembed.finish"
+    MCP_CALL = "mcp.call"
+    # agents signing in with OAuth
+    OAUTH_GRANT = "oauth.grant"

@@ -1,0 +1,63 @@
+"""What the operator CLI looks up by name: organizations by slug, members by email, scopes by
+slug, tokens by prefix. Each raises NotFound with a sentence saying how to fix it."""
+
+from __future__ import annotations
+
+from cortex_site.errors import NotFound
+from memories.access import Operator
+from memories.models import ApiToken, Conflict, Membership, Organization, Scope
+
+
+def organization_by_slug(slug: str) -> Organization:
+    found = Organization.objects.filter(slug=slug).first()
+    if found is None:
+        raise NotFound(f"Unknown organization {slug!r}. Create it with: cortex org create {slug}")
+    return found
+
+
+def organization_exists(slug: str | None = None) -> bool:
+    """Whether any organization (or the one named `slug`) exists."""
+    organizations = Organization.objects.all() if slug is None else Organization.objects.filter(slug=slug)
+    return organizations.exists()
+
+
+def organization_ids_by_slug() -> list[tuple[str, int]]:
+    """(slug, id) of every organization, by slug: the operator verifies every audit chain."""
+    return list(Organization.objects.order_by("slug").values_list("slug", "pk"))
+
+
+def member_by_email(operator: Operator, email: str) -> Membership:
+    org = operator.organization
+    found = (
+        Membership.objects.filter(organization=org, user__email__iexact=email.strip())
+        .select_related("user", "organization")
+        .first()
+    )
+    if found is None:
+        raise NotFound(
+            f"{email} is not a member of {org.slug}. Add them with: cortex user add {email} --org {org.slug} --clearance <rung>"
+        )
+    return found
+
+
+def scope_by_slug(operator: Operator, slug: str) -> Scope:
+    org = operator.organization
+    found = Scope.objects.filter(organization=org, slug=slug).first()
+    if found is None:
+        raise NotFound(f"Unknown scope {slug!r} in {org.slug}. Create it with: cortex scope create {slug} --org {org.slug}")
+    return found
+
+
+def token_by_prefix(operator: Operator, prefix: str) -> ApiToken:
+    found = (
+        ApiToken.objects.filter(prefix=prefix.strip(), membership__organization=operator.organization)
+        .select_related("membership__user", "membership__organization")
+        .first()
+    )
+    if found is None:
+        raise NotFound(f"No token with prefix {prefix!r} in {operator.organization.slug}.")
+    return found
+
+
+def open_conflict_count(operator: Operator) -> int:
+    return Conflict.objects.filter(organization=operator.organization, status=Conflict.Status.OPEN).count()

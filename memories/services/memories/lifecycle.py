@@ -1,0 +1,252 @@
+"""The memory lifecycle after the first write: supersede, patch, redact, delete, and the steps
+conflict resolution uses (supersede with an existing memory, reinstate).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.services import Actor, record
+from cortex_site.errors import Conflict, PermissionDenied, ValidationFailed
+from memories.access import Principal, clearance_names, parse_id
+from memories.models import Memory, MemoryChunk
+from memories.selectors.memories import memory_for_history
+from memories.services.memories.pipeline import MemoryDraft, WriteResult, index_chunks, memory_create, retire
+from memories.services.memories.validation import check_validity, clean_category, clearance_rank_of, derive_title, normalise_tags
+
+REDACTED_TITLE = "[redacted]"
+REDACTED_CONTENT = "[This memory was redacted.]"
+
+
+def memory_supersede_with_existing(
+    *, loser_id: Any, winner_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None
+) -> None:
+    """Mark one active memory superseded by another, already stored, active memory.
+
+    The lifecycle step behind conflict resolution (the caller has decided who wins and may
+    act). Both memories must be active and of one organization; the loser's chunks leave
+    search, it links forward to the winner, and the winner links back when it supersedes
+    nothing else yet. Raises Conflict(MEMORY_NOT_ACTIVE) when either changed meanwhile.
+    """
+    with transaction.atomic():
+        rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
+        loser_pk, winner_pk = parse_id(loser_id), parse_id(winner_id)
+        loser = rows.get(loser_pk) if loser_pk is not None else None
+        winner = rows.get(winner_pk) if winner_pk is not None else None
+        if loser is None or winner is None or loser.organization_id != winner.organization_id or loser.pk == winner.pk:
+            raise Conflict("These memories cannot supersede one another.", error_code="MEMORY_NOT_ACTIVE")
+        if winner.status != Memory.Status.ACTIVE:
+            raise Conflict("The memory that should stay is no longer active.", error_code="MEMORY_NOT_ACTIVE")
+        retire(loser, release_external_id=False)
+        Memory.objects.filter(pk=loser.pk).update(superseded_by=winner)
+        Memory.objects.filter(pk=winner.pk, supersedes__isnull=True).update(supersedes=loser)
+        record(
+            "memory.supersede",
+            organization=loser.organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=loser.pk,
+            details={"superseded_by": str(winner.pk), "reason": reason, **(details or {})},
+        )
+
+
+def memory_reinstate(
+    *, memory_id: Any, superseded_by_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None
+) -> None:
+    """Undo `memory_supersede_with_existing`: the memory is active and searchable again.
+
+    Only a memory still superseded by exactly `superseded_by_id` is reinstated (a later edit of
+    it is never undone this way); raises Conflict(MEMORY_NOT_SUPERSEDED) otherwise.
+    """
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory_id, status=Memory.Status.SUPERSEDED, superseded_by_id=superseded_by_id).update(
+            status=Memory.Status.ACTIVE, superseded_by=None, updated_at=timezone.now()
+        )
+        if updated != 1:
+            raise Conflict(
+                "This memory is not superseded by the other one any more; it cannot be reinstated.",
+                error_code="MEMORY_NOT_SUPERSEDED",
+            )
+        MemoryChunk.objects.filter(memory_id=memory_id).update(status=Memory.Status.ACTIVE)
+        Memory.objects.filter(pk=superseded_by_id, supersedes_id=memory_id).update(supersedes=None)
+        organization_id = Memory.objects.filter(pk=memory_id).values_list("organization_id", flat=True).get()
+        record(
+            "memory.reinstate",
+            organization=organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=memory_id,
+            details={"was_superseded_by": str(superseded_by_id), "reason": reason, **(details or {})},
+        )
+
+
+def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> WriteResult:
+    """A new active memory replaces an active one; both keep their audit trail and link each other.
+
+    `changes` may hold any MemoryDraft field; the rest is carried over from the old memory, except
+    the author (the person superseding) and valid_from (now, unless given).
+    """
+    old = memory_for_history(principal, memory_id)
+    if not principal.can_supersede(old):
+        raise PermissionDenied(
+            "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
+        )
+    if old.status != Memory.Status.ACTIVE:
+        raise Conflict(f"This memory is {old.status}; only active memories can be superseded.", error_code="MEMORY_NOT_ACTIVE")
+    unknown = set(changes) - {f for f in MemoryDraft.__dataclass_fields__ if f not in {"external_id"}}
+    if unknown:
+        raise ValidationFailed(f"Unknown fields: {', '.join(sorted(unknown))}.", error_code="UNKNOWN_FIELDS")
+    names = clearance_names(principal.organization_id)
+    base = MemoryDraft(
+        content=old.content,
+        title=old.title,
+        scope=old.scope.slug,
+        category=old.category,
+        source=old.source,
+        source_url=old.source_url,
+        tags=list(old.tags),
+        clearance_min=names.get(old.clearance_rank, ""),
+        valid_from=None,
+        valid_until=old.valid_until,
+    )
+    draft = replace(base, **changes)
+    if "content" in changes and "title" not in changes and old.title == derive_title(old.content):
+        draft = replace(draft, title="")  # the title was derived from the content: derive it again
+    return memory_create(principal=principal, draft=draft, supersedes=old)
+
+
+def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> Memory:
+    """Change metadata only (tags, category, valid_until, clearance_min). Content changes supersede."""
+    allowed = {"tags", "category", "valid_until", "clearance_min"}
+    unknown = set(changes) - allowed
+    if unknown:
+        raise ValidationFailed(
+            f"Only {', '.join(sorted(allowed))} can be patched; change "
+            f"content with supersede. Unknown: {', '.join(sorted(unknown))}.",
+            error_code="UNKNOWN_FIELDS",
+        )
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    with transaction.atomic():
+        memory = memory_for_history(principal, memory_id, for_update=True)
+        if not principal.can_write_memory(memory):
+            raise PermissionDenied(
+                "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
+            )
+        if memory.status == Memory.Status.REDACTED:
+            raise Conflict("A redacted memory cannot be changed.", error_code="MEMORY_REDACTED")
+        fields: dict[str, Any] = {}
+        if "tags" in changes:
+            fields["tags"] = normalise_tags(changes["tags"] or [])
+        if "category" in changes:
+            fields["category"] = clean_category(changes["category"])
+        if "valid_until" in changes:
+            check_validity(memory.valid_from, changes["valid_until"])
+            fields["valid_until"] = changes["valid_until"]
+        if "clearance_min" in changes:
+            fields["clearance_rank"] = clearance_rank_of(principal, changes["clearance_min"])
+        if not fields:
+            return memory
+        before = {name: getattr(memory, name) for name in fields}
+        Memory.objects.filter(pk=memory.pk).update(**fields, updated_at=timezone.now())
+        MemoryChunk.objects.filter(memory_id=memory.pk).update(**fields)
+        if "tags" in fields:
+            index_chunks(memory.pk)
+        record(
+            "memory.patch",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="memory",
+            target_id=memory.pk,
+            details={"changed": {k: {"from": before[k], "to": v} for k, v in fields.items()}},
+        )
+    memory.refresh_from_db()
+    return memory
+
+
+def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memory:
+    """Remove a memory from search for good, keeping the row for provenance.
+
+    Title and content become a marker, tags are cleared, chunks and vectors are deleted; who,
+    why and when are kept. Allowed to the author, a writer of the scope, or an admin.
+    """
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationFailed("Say why this memory is redacted (reason).", error_code="REASON_REQUIRED")
+    if len(reason) > 1000:
+        raise ValidationFailed("The reason is at most 1,000 characters.", error_code="REASON_TOO_LONG")
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    with transaction.atomic():
+        memory = memory_for_history(principal, memory_id, for_update=True)
+        if not principal.can_redact(memory):
+            raise PermissionDenied(
+                "Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED"
+            )
+        if memory.status == Memory.Status.REDACTED:
+            raise Conflict("This memory is already redacted.", error_code="ALREADY_REDACTED")
+        now = timezone.now()
+        deleted_chunks, _ = MemoryChunk.objects.filter(memory_id=memory.pk).delete()
+        _forget_derived(memory.pk)
+        Memory.objects.filter(pk=memory.pk).update(
+            status=Memory.Status.REDACTED,
+            title=REDACTED_TITLE,
+            content=REDACTED_CONTENT,
+            tags=[],
+            redacted_at=now,
+            redacted_by=principal.user,
+            redaction_reason=reason,
+            updated_at=now,
+        )
+        record(
+            "memory.redact",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="memory",
+            target_id=memory.pk,
+            details={"reason": reason, "previous_status": memory.status, "chunks_deleted": deleted_chunks},
+        )
+    memory.refresh_from_db()
+    return memory
+
+
+RedactionHook = Callable[[Any], None]
+# Run inside the redaction's transaction with the memory id (registered by MemoriesConfig.ready():
+# conflict dissent and explanations, the entity graph). The services that derive data from
+# memories build on this module, so they hook in here instead of being imported by it.
+REDACTION_HOOKS: list[RedactionHook] = []
+
+
+def register_redaction_hook(hook: RedactionHook) -> None:
+    if hook not in REDACTION_HOOKS:
+        REDACTION_HOOKS.append(hook)
+
+
+def _forget_derived(memory_id: Any) -> None:
+    """A redacted memory's words must not survive in what was derived from it."""
+    for hook in REDACTION_HOOKS:
+        hook(memory_id)
+
+
+def memory_delete(*, principal: Principal, memory_id: Any) -> None:
+    """Hard erasure (admins only). The audit event keeps the id and scope, not the content."""
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    with transaction.atomic():
+        memory = memory_for_history(principal, memory_id, for_update=True)
+        principal.require_admin("Only organization admins can erase memories; others can redact.")
+        details = {"scope": memory.scope.slug, "status": memory.status, "source": memory.source}
+        memory.delete()
+        record(
+            "memory.delete",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="memory",
+            target_id=memory_id,
+            details=details,
+        )
