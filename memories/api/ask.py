@@ -12,8 +12,8 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from memories.api.principal import request_principal
-from memories.api.representation import citation
 from memories.interchange.inputs import StrictSerializer
+from memories.interchange.representation import citation
 from memories.selectors.ask import MAX_SOURCES, AskResult, ask
 
 
