@@ -179,10 +179,6 @@ def _validated(serializer_class: type[serializers.Serializer], data: dict[str, A
     return dict(serializer.validated_data)
 
 
-def _clamp(limit: int) -> int:
-    return max(1, min(MAX_LIMIT, limit))
-
-
 # -- remember --------------------------------------------------------------------------------------
 _RESOLUTION_WORDS = {
     services.ScopeResolution.EXPLICIT: "the scope you gave",
@@ -336,7 +332,10 @@ async def recall_tool(
     query: Annotated[
         str, Field(description="What you want to know, in your own words or with exact terms (names, ids, error codes).")
     ],
-    limit: Annotated[int, Field(description=f"How many memories to return, 1–{MAX_LIMIT} (values outside are clamped).")] = 5,
+    limit: Annotated[
+        int,
+        Field(description=f"How many memories to return, 1–{MAX_LIMIT} (as in REST, others are refused).", ge=1, le=MAX_LIMIT),
+    ] = 5,
     scopes: Annotated[
         list[str] | None, Field(description="Only these scopes (slugs). Default: every scope you can read.")
     ] = None,
@@ -355,7 +354,7 @@ async def recall_tool(
 ) -> Annotated[CallToolResult, schemas.RecallOutput]:
     """Search your team's memory. Returns the best-matching memories you may see, ranked by
     0.7·relevance + 0.3·recency, each with a snippet and a citation to quote."""
-    arguments = {"query": query, "limit": _clamp(limit), "scopes": scopes, "category": category, "tags": tags}
+    arguments = {"query": query, "limit": limit, "scopes": scopes, "category": category, "tags": tags}
     return await _call("recall", lambda principal: _recall(principal, arguments, max_tokens))
 
 
@@ -400,13 +399,14 @@ def _list_memories(principal: Principal, limit: int, scope: str | None, category
 
 
 async def list_memories(
-    limit: Annotated[int, Field(description=f"How many, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+    limit: Annotated[
+        int, Field(description=f"How many, 1–{MAX_LIMIT} (as in REST, others are refused).", ge=1, le=MAX_LIMIT)
+    ] = 20,
     scope: Annotated[str | None, Field(description="Only this scope (slug).")] = None,
     category: Annotated[str | None, Field(description="Only this category.")] = None,
 ) -> Annotated[CallToolResult, schemas.ListMemoriesOutput]:
     """The most recent memories you can see, newest first."""
-    clamped = _clamp(limit)
-    return await _call("list_memories", lambda principal: _list_memories(principal, clamped, scope, category))
+    return await _call("list_memories", lambda principal: _list_memories(principal, limit, scope, category))
 
 
 # -- get_memory ------------------------------------------------------------------------------------
@@ -589,11 +589,10 @@ def _recall_about(principal: Principal, name: str, limit: int) -> Answer:
 
 async def recall_about(
     entity: Annotated[str, Field(description="A person, system, team, customer or repository, by name.")],
-    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (others are refused).", ge=1, le=MAX_LIMIT)] = 20,
 ) -> Annotated[CallToolResult, schemas.RecallAboutOutput]:
     """A dossier: the memories you can see that mention an entity, newest first (from the entity graph)."""
-    clamped = _clamp(limit)
-    return await _call("recall_about", lambda principal: _recall_about(principal, entity, clamped))
+    return await _call("recall_about", lambda principal: _recall_about(principal, entity, limit))
 
 
 def _moment(value: str | None, name: str) -> datetime | None:
@@ -624,11 +623,10 @@ async def recall_timeline(
     since: Annotated[str | None, Field(description="From this date or time (ISO 8601), inclusive.")] = None,
     until: Annotated[str | None, Field(description="Until this date or time (ISO 8601), exclusive.")] = None,
     scope: Annotated[str | None, Field(description="Only this scope (slug).")] = None,
-    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (values outside are clamped).")] = 20,
+    limit: Annotated[int, Field(description=f"How many memories, 1–{MAX_LIMIT} (others are refused).", ge=1, le=MAX_LIMIT)] = 20,
 ) -> Annotated[CallToolResult, schemas.TimelineOutput]:
     """Dated memories in the order they happened (by when each became true), oldest first."""
-    clamped = _clamp(limit)
-    return await _call("recall_timeline", lambda principal: _recall_timeline(principal, since, until, scope, clamped))
+    return await _call("recall_timeline", lambda principal: _recall_timeline(principal, since, until, scope, limit))
 
 
 # -- the server ------------------------------------------------------------------------------------

@@ -334,12 +334,17 @@ def test_recall_filters_narrow_within_what_the_token_sees(world: SimpleNamespace
 
 
 @pytest.mark.django_db(transaction=True)
-def test_recall_clamps_the_limit_and_answers_an_empty_query_with_nothing(world: SimpleNamespace, mcp_client: Any) -> None:
+def test_recall_refuses_a_limit_rest_refuses_and_answers_an_empty_query_with_nothing(
+    world: SimpleNamespace, mcp_client: Any
+) -> None:
     token = world.tokens["executive"]
-    huge = mcp_client.call(token, "recall", query="deploy", limit=1000)
-    assert huge.structured_content["limit"] == 50 and len(huge.structured_content["results"]) == 5
-    tiny = mcp_client.call(token, "recall", query="deploy", limit=-3)
-    assert tiny.structured_content["limit"] == 1 and len(tiny.structured_content["results"]) == 1
+    for limit in (1000, 51, 0, -3):  # REST answers 400 to each: one rule for both interfaces
+        refused = mcp_client.call(token, "recall", query="deploy", limit=limit)
+        assert refused.is_error and refused.structured_content["error_code"] == "INVALID_ARGUMENTS", limit
+    most = mcp_client.call(token, "recall", query="deploy", limit=50)
+    assert most.structured_content["limit"] == 50 and len(most.structured_content["results"]) == 5
+    one = mcp_client.call(token, "recall", query="deploy", limit=1)
+    assert one.structured_content["limit"] == 1 and len(one.structured_content["results"]) == 1
     for query in ("", "   "):
         empty = mcp_client.call(token, "recall", query=query)
         assert not empty.is_error and empty.structured_content["results"] == []
@@ -364,12 +369,13 @@ def test_recall_says_when_nothing_is_a_confident_match(world: SimpleNamespace, m
 
 # -- list_memories and get_memory ------------------------------------------------------------------
 @pytest.mark.django_db(transaction=True)
-def test_list_memories_is_newest_first_visible_only_and_clamps_the_limit(world: SimpleNamespace, mcp_client: Any) -> None:
+def test_list_memories_is_newest_first_visible_only_and_bounds_the_limit(world: SimpleNamespace, mcp_client: Any) -> None:
     listed = mcp_client.call(world.tokens["contractor"], "list_memories")
     assert _ids(listed) == [world.memories["etiquette"], world.memories["freeze"]]
     assert listed.structured_content["limit"] == 20
     assert _text(listed).splitlines()[0].startswith("The 2 most recent memories")
-    everything = _ids(mcp_client.call(world.tokens["executive"], "list_memories", limit=500))
+    assert mcp_client.call(world.tokens["executive"], "list_memories", limit=500).is_error
+    everything = _ids(mcp_client.call(world.tokens["executive"], "list_memories", limit=50))
     rest = httpx.get(
         f"{mcp_client.server_url}/api/memories",
         params={"limit": 50},
@@ -377,7 +383,8 @@ def test_list_memories_is_newest_first_visible_only_and_clamps_the_limit(world: 
     )
     assert everything == [m["id"] for m in rest.json()["results"]]
     assert len(everything) == 5 and world.memories["globex"] not in everything
-    one = mcp_client.call(world.tokens["executive"], "list_memories", limit=0)
+    assert mcp_client.call(world.tokens["executive"], "list_memories", limit=0).is_error
+    one = mcp_client.call(world.tokens["executive"], "list_memories", limit=1)
     assert one.structured_content["limit"] == 1 and _ids(one) == [world.memories["etiquette"]]
     assert _ids(mcp_client.call(world.tokens["executive"], "list_memories", scope="engineering")) == [
         world.memories["falcon"],
