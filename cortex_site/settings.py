@@ -54,6 +54,26 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 
+
+def _connector_key() -> str:
+    """Fernet key(s) for connector credentials at rest (comma-separated: the first encrypts, all decrypt).
+
+    Empty when unset outside development: the `connectors.E001` system check then stops
+    `migrate`/`runserver`/`check` with a sentence saying how to make one (build steps such as
+    collectstatic need no key), and nothing can store or read credentials without it.
+    """
+    key = env_str("CORTEX_CONNECTOR_KEY")
+    if key:
+        return key
+    # `python -m cortex_site.runner` (make run / make test) generates a development key there.
+    key_file = CORTEX_HOME / "connector_key"
+    if (DEBUG or TESTING) and key_file.exists():
+        return key_file.read_text().strip()
+    return ""
+
+
+CORTEX_CONNECTOR_KEY = _connector_key()
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if (DEBUG or TESTING) else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Public base URL used in links we hand out (MCP config, webhook URLs, memory links).
@@ -155,6 +175,8 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
+    # Enqueues every connector whose interval has passed (and takes over runs whose lease expired).
+    "connectors-dispatch-due": {"task": "connectors.dispatch_due", "schedule": 60.0},
 }
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)

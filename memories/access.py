@@ -34,6 +34,14 @@ class Principal:
             raise ValueError("token does not belong to membership")
         self.membership = membership
         self.token = token
+        self.connector: Any = None  # set by as_connector: the connector acting with this membership's rights
+
+    @classmethod
+    def as_connector(cls, connector: Any) -> Principal:
+        """The connector acts as the member who installed it: their scopes and clearance, its own audit label."""
+        principal = cls(connector.installed_by)
+        principal.connector = connector
+        return principal
 
     def __repr__(self) -> str:
         via = f" via token {self.token.prefix}" if self.token else ""
@@ -71,6 +79,13 @@ class Principal:
 
     @property
     def actor(self) -> Actor:
+        if self.connector is not None:
+            return Actor(
+                kind=AuditEvent.ActorKind.CONNECTOR,
+                label=f"{self.connector.kind} connector {self.connector.name!r}",
+                user_id=self.user.pk,
+                connector_id=str(self.connector.pk),
+            )
         if self.token is not None:
             return Actor(
                 kind=AuditEvent.ActorKind.TOKEN,
