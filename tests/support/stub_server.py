@@ -28,6 +28,8 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 UNROUTED_STATUS = 599
+# For a client that talks to one API only: route every path of a method to the same answers.
+ANY_PATH = r"/.*"
 
 
 @dataclass(frozen=True)
