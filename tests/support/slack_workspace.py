@@ -69,6 +69,8 @@ class FakeSlack:
     revoked: bool = False
     # method -> answers to give before the workspace answers normally (e.g. a 429)
     interrupts: dict[str, list[StubResponse]] = field(default_factory=dict)
+    # method -> (calls still to answer normally, then this answer once)
+    faults: dict[str, tuple[int, StubResponse]] = field(default_factory=dict)
 
     @property
     def api_url(self) -> str:
@@ -132,6 +134,10 @@ class FakeSlack:
         parent["reply_count"] = len(self.threads[(channel, thread_ts)])
         return reply
 
+    def fail_after(self, method: str, calls: int, answer: StubResponse) -> None:
+        """Answer ``method`` normally ``calls`` more times, then once with ``answer``."""
+        self.faults[method] = (calls, answer)
+
     def calls(self, method: str) -> list[Received]:
         return self.stub.requests_to(f"/api/{method}")
 
@@ -141,6 +147,12 @@ class FakeSlack:
             pending = self.interrupts.get(method)
             if pending:
                 return pending.pop(0)
+            if method in self.faults:
+                calls_left, fault = self.faults[method]
+                if calls_left == 0:
+                    del self.faults[method]
+                    return fault
+                self.faults[method] = (calls_left - 1, fault)
             if self.revoked:
                 return StubResponse(json={"ok": False, "error": "token_revoked"})
             if request.headers.get("authorization") != f"Bearer {BOT_TOKEN}":
