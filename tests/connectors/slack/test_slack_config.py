@@ -12,6 +12,7 @@ from support.slack_workspace import BOT_TOKEN, SIGNING_SECRET, FakeSlack
 from connectors.models import Connector
 from connectors.registry import source_for
 from connectors.services.connectors import connector_test
+from connectors.sources.slack.source import SlackSource
 from cortex_site.errors import ValidationFailed
 
 pytestmark = pytest.mark.django_db
@@ -109,4 +110,6 @@ def test_source_reads_socket_mode_config(acme: dict[str, Any], make_slack_connec
         acme["exec"], config={"mode": "socket"}, credentials={"bot_token": BOT_TOKEN, "app_token": "xapp-1-test"}
     )
     assert connector.config["mode"] == "socket"
-    assert source_for(connector).channels == ["C06NRA6JLER", "C111"]
+    source = source_for(connector)
+    assert isinstance(source, SlackSource)
+    assert source.channels == ["C06NRA6JLER", "C111"]
