@@ -1,6 +1,6 @@
 """Gmail: one memory per thread, kept current through the mailbox history.
 
-Checkpoint (one dict, saved with the items of each page):
+Checkpoint: one stream, "history", whose cursor (saved with the items of each page) holds:
 - `mode`: "list" (a dated `messages.list`: the first run, or a resync) or "history"
   (`users.history.list` from `history_id`).
 - `history_id`: where the next history pass starts. Taken from the profile *before* a listing
@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from connectors.base import Page, Source, SourceItem
 from connectors.errors import PermanentSourceError
+from connectors.models import ConnectorItem
 from connectors.sources.gmail.client import GmailClient
 from connectors.sources.gmail.google_http import NotFound
 from connectors.sources.gmail.mime import ParsedMessage, headers_of, parse_message
@@ -34,6 +35,7 @@ LIST_PAGE_SIZE = 100
 # A resync reaches back this far before the last completed pass: Gmail's `after:` is coarse, and
 # a replayed thread whose content did not change is a no-op for the framework.
 RESYNC_MARGIN = timedelta(days=1)
+STREAM = "history"
 _GONE_LABELS = frozenset({"TRASH", "SPAM"})
 
 
@@ -81,7 +83,8 @@ class GmailSource(Source):
     # -- the pull ----------------------------------------------------------------------------
     def fetch_page(self, checkpoint: dict[str, Any], *, limit: int, first_run_since: datetime | None) -> Page:
         client = self._client()
-        state = dict(checkpoint) if checkpoint else self._first_state(client, first_run_since)
+        saved = checkpoint.get(STREAM)
+        state = dict(saved) if saved else self._first_state(client, first_run_since)
         state["pending"] = list(state.get("pending") or [])
         items: list[SourceItem] = []
         failures: list[tuple[str, str]] = []
@@ -102,7 +105,9 @@ class GmailSource(Source):
         done = not state["pending"] and not state.get("pages_left")
         if done:
             self._end_pass(state)
-        return Page(items=items, checkpoint=state, done=done, total_hint=len(state["pending"]) or None, failures=failures)
+        return Page(
+            items=items, checkpoint={STREAM: state}, done=done, total_hint=len(state["pending"]) or None, failures=failures
+        )
 
     def _first_state(self, client: GmailClient, since: datetime | None) -> dict[str, Any]:
         since = since or datetime.now(UTC) - timedelta(days=self.default_first_run_days or 3)
@@ -181,8 +186,12 @@ class GmailSource(Source):
         if not raw_messages:
             return _deleted(thread_id)
         if self._query() and not self._matches_query(client, raw_messages[-1]):
-            return _deleted(thread_id)
+            # Not (or no longer) matching the filter: redact it if this connector stored it.
+            return _deleted(thread_id) if self._known(thread_id) else None
         return thread_item(thread_id, [parse_message(m) for m in raw_messages])
+
+    def _known(self, external_id: str) -> bool:
+        return ConnectorItem.objects.filter(connector_id=self.connector.pk, external_id=external_id, deleted=False).exists()
 
     def _matches_query(self, client: GmailClient, message: dict[str, Any]) -> bool:
         """Whether the thread's latest message matches the configured query (history entries are not
