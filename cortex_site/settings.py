@@ -73,6 +73,12 @@ def _connector_key() -> str:
 
 
 CORTEX_CONNECTOR_KEY = _connector_key()
+# A running sync whose heartbeat is older than this is dead (worker killed); the next dispatch resumes it.
+CORTEX_CONNECTOR_LEASE_SECONDS = env_int("CORTEX_CONNECTOR_LEASE_SECONDS", 300, minimum=30)
+# Items asked of a source per page (one transaction each, checkpoint included).
+CORTEX_CONNECTOR_PAGE_SIZE = env_int("CORTEX_CONNECTOR_PAGE_SIZE", 25, minimum=1)
+# Timeout (seconds) of every outbound call a source makes.
+CORTEX_CONNECTOR_HTTP_TIMEOUT = env_float("CORTEX_CONNECTOR_HTTP_TIMEOUT", 20.0, minimum=1.0)
 
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if (DEBUG or TESTING) else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

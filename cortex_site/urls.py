@@ -13,6 +13,7 @@ urlpatterns = [
     path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/", include("connectors.api_urls")),
     path("api/", include("memories.api.urls")),
     path("admin/", admin.site.urls),
     # The browser UI last: routes other apps declare above take precedence over its placeholders.
