@@ -80,6 +80,24 @@ CORTEX_CONNECTOR_PAGE_SIZE = env_int("CORTEX_CONNECTOR_PAGE_SIZE", 25, minimum=1
 # Timeout (seconds) of every outbound call a source makes.
 CORTEX_CONNECTOR_HTTP_TIMEOUT = env_float("CORTEX_CONNECTOR_HTTP_TIMEOUT", 20.0, minimum=1.0)
 
+
+def _cron_secrets() -> dict[str, str]:
+    """`CORTEX_CRON_SECRETS="acme=<secret>,globex=<secret>"`: per organization, the secret an external
+    scheduler sends to POST /api/cron/connectors (for hosts where Celery beat cannot run)."""
+    secrets_by_org: dict[str, str] = {}
+    for entry in env_list("CORTEX_CRON_SECRETS", []):
+        slug, sep, secret = entry.partition("=")
+        if not sep or not slug.strip() or len(secret.strip()) < 24:
+            raise ImproperlyConfigured(
+                "CORTEX_CRON_SECRETS is a comma-separated list of <organization-slug>=<secret>, "
+                "each secret at least 24 characters (e.g. from `openssl rand -hex 24`)."
+            )
+        secrets_by_org[slug.strip()] = secret.strip()
+    return secrets_by_org
+
+
+CORTEX_CRON_SECRETS = _cron_secrets()
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if (DEBUG or TESTING) else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Public base URL used in links we hand out (MCP config, webhook URLs, memory links).

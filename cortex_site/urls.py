@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
+from connectors.cron_api import CronDispatchView
 from cortex_site.health import healthz
 from memories.views import auth, styleguide
 
@@ -13,6 +14,7 @@ urlpatterns = [
     path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/cron/connectors", CronDispatchView.as_view(), name="api-cron-connectors"),
     path("api/", include("connectors.api_urls")),
     path("api/", include("memories.api.urls")),
     path("admin/", admin.site.urls),
