@@ -149,7 +149,7 @@ class SlackClient:
         try:
             response = self.web.api_call(method, http_verb="GET", params=arguments)
         except SlackApiError as error:
-            raise _translate(error, method, arguments) from error
+            raise translate_error(error, method, arguments) from error
         except (TimeoutError, urllib.error.URLError, ConnectionError) as error:
             raise RetryableSourceError(f"Slack did not answer {method} in time or could not be reached ({error}).") from error
         except SlackClientError as error:
@@ -158,7 +158,8 @@ class SlackClient:
         return data
 
 
-def _translate(error: SlackApiError, method: str, arguments: dict[str, Any]) -> Exception:
+def translate_error(error: SlackApiError, method: str, arguments: dict[str, Any]) -> Exception:
+    """Slack's refusal as the framework's RetryableSourceError / PermanentSourceError (or SlackItemMissing)."""
     response = error.response
     status = response.status_code
     data = response.data if isinstance(response.data, dict) else {}

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from support.slack_workspace import BOT_TOKEN, SIGNING_SECRET, FakeSlack
+from support.socket_mode_stub import socket_mode_stub  # noqa: F401  (fixture)
 from support.stub_server import StubServer
 
 from connectors.models import Connector
