@@ -12,9 +12,12 @@ from support import principal
 from support.stub_server import StubResponse, StubServer
 
 from connectors.errors import PermanentSourceError, RetryableSourceError
-from connectors.models import Connector
+from connectors.models import Connector, ConnectorItem, SyncRun
 from connectors.registry import source_for
+from connectors.selectors import access_connector
 from connectors.services.connectors import connector_create
+from cortex_site.errors import NotFound
+from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
 FakeMailbox = Any  # the `mailbox` fixture (conftest.py): a Gmail mailbox behind the stub
@@ -39,6 +42,12 @@ def connector(
         ).connector
 
     return make
+
+
+def memory_of(connector: Connector, thread_id: str) -> Memory:
+    item = ConnectorItem.objects.get(connector=connector, external_id=thread_id)
+    assert item.memory_id is not None
+    return Memory.objects.get(pk=item.memory_id)
 
 
 def pull(connector: Connector, checkpoint: dict[str, Any], *, limit: int = 8, days: int = 3) -> Any:
@@ -198,3 +207,79 @@ def test_credentials_without_a_refresh_token_are_refused_at_setup(acme: dict[str
     with pytest.raises(ValidationFailed) as caught:
         connector_create(principal=principal(acme["exec"]), kind="gmail", name="x", config={}, credentials={"client_id": "c"})
     assert caught.value.error_code == "MISSING_CREDENTIALS"
+
+
+# -- through the sync service: memories, supersession, redaction, errors, outsiders -------------
+def test_a_reply_supersedes_the_threads_memory_and_a_deletion_redacts_it(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    thread = mailbox.add(text="Can we cut the Q3 budget by 5%?", date=now() - timedelta(hours=4), subject="Q3 budget")
+    other = mailbox.add(text="Lunch on Friday?", date=now() - timedelta(hours=4), subject="Lunch")
+    source = connector()
+    first = run_sync(source)
+    assert (first.status, first.items_created) == (SyncRun.Status.SUCCEEDED, 2)
+    original = memory_of(source, thread["threadId"])
+    assert (original.title, original.source, original.category) == ("Q3 budget", "Gmail", "email")
+
+    mailbox.add(
+        text="Yes, approved.", date=now(), thread_id=thread["threadId"], subject="Re: Q3 budget", sender="Mo <mo@acme.test>"
+    )
+    mailbox.delete(other["id"])
+    second = run_sync(source)
+    assert (second.status, second.items_updated, second.items_redacted) == (SyncRun.Status.SUCCEEDED, 1, 1)
+    original.refresh_from_db()
+    current = memory_of(source, thread["threadId"])
+    assert original.status == Memory.Status.SUPERSEDED and original.superseded_by_id == current.pk
+    assert "Yes, approved." in current.content and "Can we cut the Q3 budget by 5%?" in current.content
+    assert Memory.objects.get(organization=source.organization, external_id=other["threadId"]).status == Memory.Status.REDACTED
+    third = run_sync(source)
+    assert (third.items_created, third.items_updated, third.items_redacted) == (0, 0, 0)
+
+
+def test_a_run_whose_worker_died_is_resumed_from_the_checkpoint_without_loss_or_doubles(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun], settings: Any
+) -> None:
+    settings.CORTEX_CONNECTOR_PAGE_SIZE = 3
+    sent = [mailbox.add(text=f"status {n}", date=now() - timedelta(hours=n + 1), subject=f"s{n}") for n in range(7)]
+    source = connector()
+    dead = run_sync(source, pages=1)  # the worker stops after one page of 3
+    assert dead.status == SyncRun.Status.RUNNING and dead.items_created == 3
+    SyncRun.objects.filter(pk=dead.pk).update(heartbeat_at=now() - timedelta(hours=1))  # its lease ran out
+    resumed = run_sync(source)
+    assert resumed.status == SyncRun.Status.SUCCEEDED and resumed.items_created == 4
+    assert SyncRun.objects.get(pk=dead.pk).status == SyncRun.Status.FAILED
+    stored = ConnectorItem.objects.filter(connector=source, deleted=False).values_list("external_id", flat=True)
+    assert sorted(stored) == sorted(m["threadId"] for m in sent)
+    assert Memory.objects.filter(organization=source.organization, source="Gmail").count() == 7
+
+
+def test_a_revoked_grant_puts_the_connector_in_error(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    mailbox.token_status = 400
+    source = connector()
+    run = run_sync(source)
+    source.refresh_from_db()
+    assert run.status == SyncRun.Status.FAILED and source.status == Connector.Status.ERROR
+    assert source.last_error.startswith("Google refused to refresh the connector's access to Gmail (invalid_grant)")
+
+
+def test_an_outsider_sees_neither_the_connector_nor_its_mail(
+    mailbox: FakeMailbox,
+    connector: Callable[..., Connector],
+    run_sync: Callable[..., SyncRun],
+    outsider: Any,
+    api: Callable[..., Any],
+    acme: dict[str, Any],
+) -> None:
+    thread = mailbox.add(text="Offer letter for Grace", date=now(), subject="Offer")
+    source = connector()
+    run_sync(source)
+    memory = memory_of(source, thread["threadId"])
+    with pytest.raises(NotFound):
+        access_connector(principal(outsider), source.pk)
+    assert api(outsider).get(f"/api/memories/{memory.pk}").status_code == 404
+    insider = api(acme["exec"]).get("/api/recall", {"q": "offer letter"})
+    assert [hit["memory"]["id"] for hit in insider.json()["results"]] == [str(memory.pk)]
+    outside = api(outsider).get("/api/recall", {"q": "offer letter"})
+    assert outside.status_code == 200 and outside.json()["results"] == []
