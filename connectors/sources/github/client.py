@@ -139,4 +139,6 @@ class GitHubClient:
             if pull.updated_at is not None and pull.updated_at < since:
                 return
             if pull.merged_at is not None and pull.merged_at >= since:
-                yield dict(pull.raw_data)
+                # The list lacks merged_by and counts: read the PR itself (by a URL built on api_url,
+                # not the one in the answer, so a proxied or stubbed base URL is honoured).
+                yield self.pull_payload(full_name, pull.number)

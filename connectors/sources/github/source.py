@@ -218,32 +218,38 @@ class GitHubSource(Source):
             raise PermanentSourceError("Polling needs a GitHub token: add one with read access to the repositories.")
         start = first_run_since or self.connector.created_at or timezone.now()
         candidates: list[tuple[datetime, str, dict[str, Any]]] = []
+        cursors: dict[str, dict[str, Any]] = {}
         for repository in self.repositories:
-            since = _when((checkpoint.get(f"repo:{repository}") or {}).get("merged_since")) or start
+            cursor = dict(checkpoint.get(f"repo:{repository}") or {})
+            since = _when(cursor.get("merged_since")) or start
+            seen = set(cursor.get("seen") or [])  # PRs merged at exactly `since`, already stored
+            cursors[repository] = {"merged_since": since.isoformat(), "seen": sorted(seen)}
             for pull in client.merged_since(repository, since):
                 merged_at = _when(pull.get("merged_at"))
-                if merged_at is not None:
-                    candidates.append((merged_at, repository, pull))
+                if merged_at is None or (merged_at == since and pull.get("number") in seen):
+                    continue
+                candidates.append((merged_at, repository, pull))
         candidates.sort(key=lambda c: (c[0], c[1], c[2].get("number", 0)))
         taken = candidates[:limit]
         items: list[SourceItem] = []
         failures: list[tuple[str, str]] = []
-        new_checkpoint: dict[str, Any] = {}
         for merged_at, repository, pull in taken:
             try:
                 items.extend(self._items_for(repository, pull))
             except (PermanentSourceError, RetryableSourceError) as exc:
                 failures.append((f"{repository}#{pull.get('number')}", exc.message))
-            # Inclusive on the next run: a PR merged in the same second is seen again and skipped as a replay.
-            new_checkpoint[f"repo:{repository}"] = {"merged_since": merged_at.isoformat()}
+            cursor = cursors[repository]
+            if cursor["merged_since"] != merged_at.isoformat():
+                cursor.update(merged_since=merged_at.isoformat(), seen=[])
+            cursor["seen"] = sorted({*cursor["seen"], pull.get("number")})
         done = len(candidates) <= limit
         if done:
             # Nothing left: the next run only needs PRs merged from now on (minus a minute of clock skew).
-            floor = (timezone.now() - timedelta(minutes=1)).isoformat()
-            for repository in self.repositories:
-                last = new_checkpoint.get(f"repo:{repository}", {}).get("merged_since")
-                if last is None or last < floor:
-                    new_checkpoint[f"repo:{repository}"] = {"merged_since": floor}
+            floor = timezone.now() - timedelta(minutes=1)
+            for cursor in cursors.values():
+                if (_when(cursor["merged_since"]) or floor) < floor:
+                    cursor.update(merged_since=floor.isoformat(), seen=[])
+        new_checkpoint = {f"repo:{repository}": cursor for repository, cursor in cursors.items()}
         return Page(items=items, checkpoint=new_checkpoint, done=done, total_hint=len(candidates) - len(taken), failures=failures)
 
 
@@ -266,17 +272,15 @@ def pr_item(
     base = (pull.get("base") or {}).get("ref") or ""
     head = (pull.get("head") or {}).get("ref") or ""
     linked = sorted(set(LINKED.findall(body)))
-    facts = [
-        f"Repository: {repository}",
-        f"Pull request: #{number}",
-        f"Branches: {base} ← {head}",
-        f"Author: @{author}" if author else "",
-        f"Merged by: @{merged_by}" if merged_by else "",
-        f"Merged at: {merged_at.isoformat()}" if merged_at else "",
-        f"Labels: {', '.join(labels)}" if labels else "",
-        f"Linked issues: {', '.join(linked)}" if linked else "",
-    ]
-    sections = [body or "(no description)", "\n".join(f for f in facts if f)]
+    # One sentence of facts, and one of files, each naming this PR: two PRs' facts are then about
+    # different subjects, so conflict detection never reads "#117" vs "#118" as a contradiction.
+    ref = f"{repository}#{number}"
+    facts = f"{ref} was opened by @{author or 'unknown'}" + (f" and merged by @{merged_by}" if merged_by else " and merged")
+    facts += f" into {base} from {head}" if base and head else ""
+    facts += f" on {merged_at.isoformat()}" if merged_at else ""
+    facts += f"; labels of {ref}: {', '.join(labels)}" if labels else ""
+    facts += f"; {ref} closes {', '.join(linked)}" if linked else ""
+    sections = [body or "(no description)", facts + "."]
     if reverted_by is not None:
         other_repo, other = reverted_by
         sections.append(
@@ -284,8 +288,8 @@ def pr_item(
             f"on {(_when(other.get('merged_at')) or timezone.now()).isoformat()}."
         )
     if files:
-        lines = [f"- {f.filename} ({f.status}, +{f.additions} −{f.deletions})" for f in files]
-        sections.append("Changed files:\n" + "\n".join(lines))
+        listed = ", ".join(f"{f.filename} ({f.status}, +{f.additions} −{f.deletions})" for f in files)
+        sections.append(f"Files changed in {ref}: {listed}.")
     tags = ["pull-request", *(re.sub(r"[\s,]+", "-", label.lower())[:50] for label in labels)]
     if reverted_by is not None:
         tags.append("reverted")

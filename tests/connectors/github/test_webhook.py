@@ -54,13 +54,9 @@ def test_a_merged_pull_request_becomes_a_memory_with_its_changed_files(
     assert memory.author_name == "@robvanderleek"
     for fact in (
         "Reverts robvanderleek/create-issue-branch#111",
-        f"Repository: {REPO}",
-        "Pull request: #117",
-        "Branches: master ← revert-111-robvanderleek-patch-1",
-        "Merged by: @robvanderleek",
-        "Merged at: 2020-03-23T06:46:56+00:00",
-        "- README.md (modified, +3 −1)",
-        "- src/app.js (added, +40 −0)",
+        f"{REPO}#117 was opened by @robvanderleek and merged by @robvanderleek into master "
+        "from revert-111-robvanderleek-patch-1 on 2020-03-23T06:46:56+00:00",
+        f"Files changed in {REPO}#117: README.md (modified, +3 −1), src/app.js (added, +40 −0).",
     ):
         assert fact in memory.content, fact
     # PyGithub really called the stub, with the connector's token.
@@ -86,7 +82,7 @@ def test_when_changed_files_cannot_be_fetched_the_memory_is_still_written_and_th
     assert post_github(connector, github_fixture(MERGED)).status_code == 200
 
     [memory] = _memories(connector)
-    assert "Pull request: #117" in memory.content and "Changed files" not in memory.content
+    assert f"{REPO}#117 was opened" in memory.content and "Files changed" not in memory.content
     run = SyncRun.objects.get(connector=connector, trigger=SyncRun.Trigger.WEBHOOK)
     assert run.items_created == 1
     [reason] = [f["reason"] for f in run.failures if "Changed files" in f["reason"]]
