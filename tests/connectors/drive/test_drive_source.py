@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from document_files import make_docx, make_pdf
 from support import principal
+from support.drive_files import FakeDrive
 from support.stub_server import StubResponse, StubServer
 
 from connectors.models import Connector, ConnectorItem, SyncRun
@@ -22,7 +23,6 @@ from cortex_site.errors import NotFound
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
-FakeDrive = Any  # the `drive` fixture (conftest.py)
 FOLDER = "0AbCdEfGhIjKlUk9PVA"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from support import principal
+from support.gmail_mailbox import FakeMailbox
 from support.stub_server import StubResponse, StubServer
 
 from connectors.errors import PermanentSourceError, RetryableSourceError
@@ -20,7 +21,6 @@ from cortex_site.errors import NotFound
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
-FakeMailbox = Any  # the `mailbox` fixture (conftest.py): a Gmail mailbox behind the stub
 
 
 def now() -> datetime:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from support import principal
+from support.notion_workspace import FakeNotion
 from support.stub_server import Received, StubResponse, StubServer
 
 from connectors.errors import RetryableSourceError
@@ -25,7 +26,6 @@ from cortex_site.errors import NotFound
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
-FakeNotion = Any  # the `notion` fixture (conftest.py)
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
