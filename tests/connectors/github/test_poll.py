@@ -135,7 +135,8 @@ def test_poll_pages_through_merged_prs_with_the_cap_and_continues_from_the_check
     fourth = run_sync(connector)
     assert fourth.items_created == 1 and "Change 6" in _titles(connector)
     connector.refresh_from_db()
-    assert connector.last_synced_at is not None and connector.next_sync_at > connector.last_synced_at
+    assert connector.last_synced_at is not None and connector.next_sync_at is not None
+    assert connector.next_sync_at > connector.last_synced_at
 
 
 def test_a_second_trigger_while_a_run_is_alive_is_recorded_as_skipped(
