@@ -173,7 +173,7 @@ def make_fake(source: str, items: int) -> tuple[Any, dict[str, Any], dict[str, A
             files.put(docs[n]["name"], "Edited: the plan moved to Friday.", modified=datetime.now(UTC), file_id=docs[n]["id"])
             return str(docs[n]["id"])
 
-        return files, {"api_url": f"{stub.url}/drive/v3/"}, google, edit_drive
+        return files, {"api_url": stub.url}, google, edit_drive
     from support.notion_workspace import FakeNotion, block
 
     workspace = FakeNotion(stub)

@@ -11,9 +11,20 @@ PRODUCT = "Google Drive"
 FILE_FIELDS = "id,name,mimeType,modifiedTime,webViewLink,trashed,size,parents,lastModifyingUser(displayName,emailAddress)"
 
 
+def service_endpoint(api_url: str | None) -> str | None:
+    """The client's api_endpoint replaces the discovery document's root URL *and* service path, so
+    a root like "https://www.googleapis.com/" (what people copy) gets Drive's "drive/v3/" added."""
+    if not api_url:
+        return None
+    base = api_url.rstrip("/")
+    return base + "/" if base.endswith("/drive/v3") else base + "/drive/v3/"
+
+
 class DriveClient:
     def __init__(self, *, credentials: dict[str, Any], api_url: str | None = None) -> None:
-        self._service = build_service("drive", "v3", credentials=credentials_from(credentials, scopes=SCOPES), api_url=api_url)
+        self._service = build_service(
+            "drive", "v3", credentials=credentials_from(credentials, scopes=SCOPES), api_url=service_endpoint(api_url)
+        )
         self._files = self._service.files()
         self._changes = self._service.changes()
 

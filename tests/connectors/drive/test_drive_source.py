@@ -40,7 +40,7 @@ def connector(
             principal=principal(acme["exec"]),
             kind="drive",
             name="Team Drive",
-            config={"api_url": f"{stub_server.url}/drive/v3/", **config},
+            config={"api_url": stub_server.url, **config},  # the root, as the setup form suggests; drive/v3/ is added
             credentials=google_credentials(),
             scope="engineering",
             per_run_cap=per_run_cap,
@@ -71,6 +71,14 @@ def test_first_run_exports_docs_modified_in_the_last_three_days(drive: FakeDrive
     assert (item.author_name, item.author_email) == ("Ada Lovelace", "ada@acme.test")
     assert item.valid_from == datetime.fromisoformat(doc["modifiedTime"].replace("Z", "+00:00"))
     assert page.done and page.checkpoint["changes"]["mode"] == "changes"
+
+
+def test_an_api_url_that_already_names_drive_v3_is_used_as_it_is(
+    drive: FakeDrive, connector: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    doc = drive.put("Spec", "v3 path", modified=now())
+    page = pull(connector(api_url=f"{stub_server.url}/drive/v3/"), {})
+    assert [i.external_id for i in page.items] == [doc["id"]]
 
 
 def test_docx_pdf_and_markdown_files_go_through_cortex_extraction(drive: FakeDrive, connector: Callable[..., Connector]) -> None:
