@@ -219,3 +219,10 @@ def test_an_outsider_sees_neither_the_connector_nor_its_memories(
     assert client.get(f"/api/memories/{memory.pk}").status_code == 404
     listed = client.get("/api/memories").json()
     assert all(m["id"] != str(memory.pk) for m in listed.get("results", listed.get("memories", [])))
+
+
+def test_test_connection_names_the_account(drive: FakeDrive, connector: Callable[..., Connector], acme: dict[str, Any]) -> None:
+    from connectors.services.connectors import connector_test
+
+    result = connector_test(principal=principal(acme["exec"]), connector_id=connector().pk)
+    assert result.ok and result.message == "Connected to Google Drive as Ada Lovelace."

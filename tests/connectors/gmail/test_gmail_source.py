@@ -283,3 +283,18 @@ def test_an_outsider_sees_neither_the_connector_nor_its_mail(
     assert [hit["memory"]["id"] for hit in insider.json()["results"]] == [str(memory.pk)]
     outside = api(outsider).get("/api/recall", {"q": "offer letter"})
     assert outside.status_code == 200 and outside.json()["results"] == []
+
+
+def test_test_connection_names_the_mailbox_and_an_outsider_cannot_run_it(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], acme: dict[str, Any], outsider: Any
+) -> None:
+    from connectors.services.connectors import connector_test
+
+    source = connector()
+    result = connector_test(principal=principal(acme["exec"]), connector_id=source.pk)
+    assert result.ok and "ada@acme.test" in result.message
+    with pytest.raises(NotFound):
+        connector_test(principal=principal(outsider), connector_id=source.pk)
+    mailbox.token_status = 400
+    refused = connector_test(principal=principal(acme["exec"]), connector_id=source.pk)
+    assert not refused.ok and "reconnect the Google account" in refused.message

@@ -258,3 +258,20 @@ def test_an_outsider_sees_neither_the_connector_nor_its_memories(
     with pytest.raises(NotFound):
         access_connector(principal(outsider), source.pk)
     assert api(outsider).get(f"/api/memories/{memory.pk}").status_code == 404
+
+
+def test_test_connection_names_the_workspace(
+    notion: FakeNotion, connector: Callable[..., Connector], acme: dict[str, Any]
+) -> None:
+    from connectors.services.connectors import connector_test
+
+    result = connector_test(principal=principal(acme["exec"]), connector_id=connector().pk)
+    assert result.ok and result.message == "Connected to Notion (Acme) as Cortex."
+
+
+def test_a_notion_connector_needs_an_integration_secret(acme: dict[str, Any]) -> None:
+    from cortex_site.errors import ValidationFailed
+
+    with pytest.raises(ValidationFailed) as caught:
+        connector_create(principal=principal(acme["exec"]), kind="notion", name="x", config={}, credentials={})
+    assert caught.value.error_code == "MISSING_CREDENTIALS"
