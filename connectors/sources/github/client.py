@@ -25,6 +25,10 @@ DEFAULT_API_URL = "https://api.github.com"
 T = TypeVar("T")
 
 
+class NotFoundAtGitHub(PermanentSourceError):
+    """A 404: permanent for that object; whether it stops the connector is the caller's call."""
+
+
 @dataclass(frozen=True)
 class ChangedFile:
     filename: str
@@ -88,7 +92,7 @@ class GitHubClient:
                 "(Contents and Pull requests: read) and rotate the connector's credentials."
             )
         if status == 404:
-            return PermanentSourceError(
+            return NotFoundAtGitHub(
                 f"GitHub found nothing while {about} (404): check the repository name, or give the token access to it."
             )
         if status >= 500:
@@ -121,11 +125,12 @@ class GitHubClient:
             about=f"fetching {full_name}#{number}",
         )
 
-    def merged_since(self, full_name: str, since: datetime) -> Iterator[dict[str, Any]]:
-        """Merged pull requests of a repository merged at or after `since`, newest update first.
+    def merged_since(self, full_name: str, since: datetime) -> Iterator[tuple[int, datetime]]:
+        """(number, merged_at) of the repository's PRs merged at or after `since`, newest update first.
 
         Closed PRs are listed by last update (descending), so the walk stops at the first one
-        updated before `since`: a PR merged after `since` was necessarily updated after it.
+        updated before `since`: a PR merged after `since` was necessarily updated after it. Only
+        the list is read here; the PRs a page takes are then read one by one (pull_payload).
         """
         pulls = self.call(
             lambda: self.github.get_repo(full_name).get_pulls(state="closed", sort="updated", direction="desc"),
@@ -139,6 +144,4 @@ class GitHubClient:
             if pull.updated_at is not None and pull.updated_at < since:
                 return
             if pull.merged_at is not None and pull.merged_at >= since:
-                # The list lacks merged_by and counts: read the PR itself (by a URL built on api_url,
-                # not the one in the answer, so a proxied or stubbed base URL is honoured).
-                yield self.pull_payload(full_name, pull.number)
+                yield pull.number, pull.merged_at

@@ -24,8 +24,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from connectors.base import Page, ParsedDelivery, Source, SourceItem
-from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError, SourceError
-from connectors.sources.github.client import DEFAULT_API_URL, ChangedFile, GitHubClient
+from connectors.errors import InvalidSignature, PermanentSourceError, SourceError
+from connectors.sources.github.client import DEFAULT_API_URL, ChangedFile, GitHubClient, NotFoundAtGitHub
 from cortex_site.errors import ValidationFailed
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
@@ -217,31 +217,31 @@ class GitHubSource(Source):
         if client is None:
             raise PermanentSourceError("Polling needs a GitHub token: add one with read access to the repositories.")
         start = first_run_since or self.connector.created_at or timezone.now()
-        candidates: list[tuple[datetime, str, dict[str, Any]]] = []
+        candidates: list[tuple[datetime, str, int]] = []
         cursors: dict[str, dict[str, Any]] = {}
         for repository in self.repositories:
             cursor = dict(checkpoint.get(f"repo:{repository}") or {})
             since = _when(cursor.get("merged_since")) or start
             seen = set(cursor.get("seen") or [])  # PRs merged at exactly `since`, already stored
             cursors[repository] = {"merged_since": since.isoformat(), "seen": sorted(seen)}
-            for pull in client.merged_since(repository, since):
-                merged_at = _when(pull.get("merged_at"))
-                if merged_at is None or (merged_at == since and pull.get("number") in seen):
+            for number, merged_at in client.merged_since(repository, since):
+                if merged_at == since and number in seen:
                     continue
-                candidates.append((merged_at, repository, pull))
-        candidates.sort(key=lambda c: (c[0], c[1], c[2].get("number", 0)))
+                candidates.append((merged_at, repository, number))
+        candidates.sort()
         taken = candidates[:limit]
         items: list[SourceItem] = []
         failures: list[tuple[str, str]] = []
-        for merged_at, repository, pull in taken:
+        for merged_at, repository, number in taken:
+            # Read in full (merged_by, labels, body as now): the list's copy is abridged.
             try:
-                items.extend(self._items_for(repository, pull))
-            except (PermanentSourceError, RetryableSourceError) as exc:
-                failures.append((f"{repository}#{pull.get('number')}", exc.message))
+                items.extend(self._items_for(repository, client.pull_payload(repository, number)))
+            except NotFoundAtGitHub as exc:  # gone since it was listed: that PR only, the run goes on
+                failures.append((f"{repository}#{number}", exc.message))
             cursor = cursors[repository]
             if cursor["merged_since"] != merged_at.isoformat():
                 cursor.update(merged_since=merged_at.isoformat(), seen=[])
-            cursor["seen"] = sorted({*cursor["seen"], pull.get("number")})
+            cursor["seen"] = sorted({*cursor["seen"], number})
         done = len(candidates) <= limit
         if done:
             # Nothing left: the next run only needs PRs merged from now on (minus a minute of clock skew).
