@@ -120,7 +120,9 @@ def schedule_text(connector: Connector, open_run: SyncRun | None, last_run: Sync
             parts.append("next run within a minute")
         else:
             parts.append(f"next run in {duration_text(connector.next_sync_at - now)}")
-    left = remaining(open_run or last_run)
+    # A finished run leaves items behind only when it stopped at its cap; otherwise its last hint is stale.
+    capped = last_run is not None and last_run.cap is not None and last_run.progress_done >= last_run.cap
+    left = remaining(open_run) if open_run is not None else (remaining(last_run) if capped else None)
     if left:
         parts.append(f"about {left} left")
     return " · ".join(parts)

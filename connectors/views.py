@@ -138,10 +138,13 @@ def connector_new(request: HttpRequest, principal: Principal, kind: str) -> Http
             attach_error(form, exc)
         else:
             connector, secret = created.connector, created.webhook_secret
-            messages.success(
-                request, f"{connector.name} is connected. Paste the details below into {presenters.KIND_BLURBS[kind]['label']}."
-            )
-            return _detail(request, principal, connector, status=201, new_secret=secret)
+            label = presenters.KIND_BLURBS[kind]["label"]
+            if secret:
+                # A secret Cortex generated is shown on this answer only (never stored in a page to reload).
+                messages.success(request, f"{connector.name} is connected. Paste the details below into {label}.")
+                return _detail(request, principal, connector, status=201, new_secret=secret)
+            messages.success(request, f"{connector.name} is connected. Test the connection, then follow the steps below.")
+            return redirect(f"/connectors/{connector.pk}/")
     context = {"form": form, "kind": kind, "blurb": presenters.KIND_BLURBS[kind]}
     return render(request, "connectors/new.html", context, status=400 if request.method == "POST" else 200)
 

@@ -162,8 +162,11 @@ def test_the_card_line_says_cap_next_run_and_what_is_left(acme: dict[str, Any], 
     inbox = gmail(acme["exec"], per_run_cap=5)
     now = timezone.now()
     inbox.next_sync_at = now + timedelta(minutes=10, seconds=40)
-    last = SyncRun(connector=inbox, status=SyncRun.Status.SUCCEEDED, progress_done=5, progress_total=28, created_at=now)
+    last = SyncRun(connector=inbox, status=SyncRun.Status.SUCCEEDED, cap=5, progress_done=5, progress_total=28, created_at=now)
     assert schedule_text(inbox, None, last, now) == "5 per run · next run in 11 min · about 23 left"
+    # A run that ended before its cap read everything there was: its earlier hint is not "left".
+    short = SyncRun(connector=inbox, status=SyncRun.Status.SUCCEEDED, cap=5, progress_done=3, progress_total=9, created_at=now)
+    assert schedule_text(inbox, None, short, now) == "5 per run · next run in 11 min"
     assert schedule_text(inbox, None, None, now) == "5 per run · next run in 11 min"
     inbox.next_sync_at = now - timedelta(seconds=5)
     assert schedule_text(inbox, None, None, now) == "5 per run · next run within a minute"

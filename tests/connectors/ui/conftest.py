@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 from support import principal
+from support.slack_workspace import FakeSlack
+from support.stub_server import StubServer
+from ui_browser.conftest import browser, open_page, team  # noqa: F401  (the browser tests' fixtures, shared)
 
 from connectors.models import Connector
 from connectors.services.connectors import connector_create
@@ -29,3 +32,15 @@ def make_connector() -> Callable[..., Connector]:
 def inbox(acme: dict[str, Any], make_connector: Callable[..., Connector]) -> Connector:
     """A Gmail connector of acme, installed by its Executive admin, writing into engineering."""
     return make_connector(acme["exec"], scope="engineering", clearance_min="Employee")
+
+
+@pytest.fixture
+def slack(stub_server: StubServer) -> FakeSlack:
+    """A loopback Slack workspace (slack-sdk really runs against it): #general, #eng and private #leadership."""
+    workspace = FakeSlack(stub_server)
+    workspace.install()
+    workspace.add_channel("C06NRA6JLER", "general")
+    workspace.add_channel("C111", "eng")
+    workspace.add_channel("G0PRIVATE1", "leadership", private=True)
+    workspace.add_user("U111", "Ada Lovelace", "ada@acme.test")
+    return workspace

@@ -112,8 +112,8 @@ def test_an_admin_connects_gmail_through_the_form_and_the_secrets_stay_on_the_se
     form_html = client.get("/connectors/new/gmail/").content.decode()
     assert 'name="refresh_token"' in form_html and 'type="password"' in form_html
     assert "Empty: 8 per run" in form_html and "Empty: the last 3 days" in form_html
-    response = client.post("/connectors/new/gmail/", gmail_form(per_run_cap="5"))
-    assert response.status_code == 201
+    response = client.post("/connectors/new/gmail/", gmail_form(per_run_cap="5"), follow=True)
+    assert response.redirect_chain[0][1] == 302
     html = response.content.decode()
     connector = Connector.objects.get()
     assert connector.scope is not None and connector.scope.slug == "engineering"
@@ -129,7 +129,7 @@ def test_an_admin_connects_gmail_through_the_form_and_the_secrets_stay_on_the_se
 def test_pasted_authorized_user_json_fills_the_google_credentials(acme: dict[str, Any]) -> None:
     pasted = '{"client_id": "j-cid", "client_secret": "j-secret", "refresh_token": "j-refresh", "type": "authorized_user"}'
     data = gmail_form(client_id="", client_secret="", refresh_token="", credentials_json=pasted)
-    assert signed_in(acme["exec"]).post("/connectors/new/drive/", data | {"folder_id": "0BfolderX"}).status_code == 201
+    assert signed_in(acme["exec"]).post("/connectors/new/drive/", data | {"folder_id": "0BfolderX"}).status_code == 302
     connector = Connector.objects.get()
     assert connector.kind == "drive" and connector.config["folder_id"] == "0BfolderX"
     assert connector.credentials == {"client_id": "j-cid", "client_secret": "j-secret", "refresh_token": "j-refresh"}
@@ -222,6 +222,11 @@ def test_a_connector_in_error_says_what_to_fix_in_plain_words(acme: dict[str, An
     Connector.objects.filter(pk=inbox.pk).update(status=Connector.Status.ERROR, last_error=message)
     html = signed_in(acme["employee"]).get("/connectors/").content.decode()
     assert message in html and "Needs attention" in html and "stopped until fixed" in html
+    admin = signed_in(acme["exec"]).get("/connectors/").content.decode()
+    assert ">Retry<" in admin and "Sync now" not in admin
+    signed_in(acme["exec"]).post(f"/connectors/{inbox.pk}/pause/", {"resume": "1"})
+    inbox.refresh_from_db()
+    assert inbox.status == Connector.Status.ACTIVE and inbox.last_error == ""
 
 
 def test_the_runs_table_lists_each_item_that_failed_and_why(acme: dict[str, Any], inbox: Connector) -> None:
