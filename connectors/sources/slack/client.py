@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import urllib.error
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from django.core.cache import cache
@@ -134,7 +134,7 @@ class SlackClient:
             email=profile.get("email") or "",
             is_bot=bool(data.get("is_bot")),
         )
-        cache.set(key, found.__dict__, USER_CACHE_SECONDS)
+        cache.set(key, asdict(found), USER_CACHE_SECONDS)
         return found
 
     def permalink(self, channel: str, message_ts: str) -> str:

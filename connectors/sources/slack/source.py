@@ -47,6 +47,7 @@ MESSAGE_SUBTYPES: dict[str, str] = {
     "me_message": "a /me message",
     "message_changed": "an edit: the conversation's memory is superseded",
     "message_deleted": "a deletion: a top-level message's memory is redacted, a reply's thread superseded",
+    "tombstone": "a deleted thread parent whose replies remain: the conversation's memory is redacted",
 }
 IGNORED_SUBTYPES: dict[str, str] = {
     "bot_message": "a bot's message",
@@ -370,6 +371,9 @@ class SlackSource(Source):
                 continue
             if message.get("thread_ts") and message["thread_ts"] != ts:
                 continue  # a reply broadcast to the channel: it is folded into its thread
+            if message.get("subtype") == "tombstone":
+                items.append(self._deleted(channel, ts))  # the parent went; nothing of it is kept
+                continue
             try:
                 if message.get("reply_count"):
                     items.append(self._thread_item(channel, ts))

@@ -294,3 +294,47 @@ def test_mentions_and_links_are_readable_text(
     deliver(client, connector, message_event(GENERAL, "1719300000.000100", text), django_capture_on_commit_callbacks)
     [memory] = memories_for(connector)
     assert memory.content == "@Alan Turing see the launch doc (https://docs.acme.test/launch) & #eng @here"
+
+
+def test_a_deleted_thread_parent_redacts_the_conversation(
+    client: Client, connector: Connector, slack: FakeSlack, django_capture_on_commit_callbacks: Any
+) -> None:
+    parent_ts = "1626342092.008500"
+    slack.post(ENG, parent_ts, "Shall we move the launch to Friday?")
+    slack.reply(ENG, parent_ts, "1626342128.008700", "test")
+    deliver(
+        client,
+        connector,
+        message_event(ENG, parent_ts, "Shall we move the launch to Friday?"),
+        django_capture_on_commit_callbacks,
+    )
+    memory = current(connector, f"{ENG}:{parent_ts}")
+
+    # Slack keeps a parent with replies as a "tombstone": a message_changed whose message says so.
+    tombstone = fixture("message__message_changed")
+    tombstone["message"] = {
+        "type": "message",
+        "subtype": "tombstone",
+        "text": "This message was deleted.",
+        "user": "USLACKBOT",
+        "hidden": True,
+        "ts": parent_ts,
+        "thread_ts": parent_ts,
+        "reply_count": 1,
+    }
+    deliver(client, connector, json.dumps(envelope(tombstone, event_id="Ev0TOMB")).encode(), django_capture_on_commit_callbacks)
+    memory.refresh_from_db()
+    assert memory.status == Memory.Status.REDACTED
+
+
+def test_a_channel_that_became_private_stops_rather_than_leaking(
+    client: Client, connector: Connector, slack: FakeSlack, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Set up as public; Slack now reports the channel as private ("group").
+    body = fixture("event_callback__message")
+    body["event"]["channel_type"] = "group"
+    deliver(client, connector, json.dumps(body).encode(), django_capture_on_commit_callbacks)
+    connector.refresh_from_db()
+    assert connector.status == Connector.Status.ERROR
+    assert "private" in connector.last_error and "granted scope" in connector.last_error
+    assert memories_for(connector) == []
