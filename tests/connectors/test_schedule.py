@@ -238,3 +238,11 @@ def test_an_api_token_is_not_a_cron_secret(
     gmail(acme["exec"])
     assert_envelope(cron("acme", make_token(acme["exec"])), 401, "INVALID_CRON_SECRET")
     assert not SyncRun.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_openapi_schema_documents_the_cron_endpoint_and_its_refusal(acme: dict[str, Any]) -> None:
+    schema = Client().get("/api/schema/?format=json").json()
+    operation = schema["paths"]["/api/cron/connectors"]["post"]
+    assert {"200", "401"} <= set(operation["responses"])
+    assert any(p["name"] == "organization" and p["required"] for p in operation["parameters"])

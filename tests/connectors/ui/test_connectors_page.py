@@ -272,3 +272,21 @@ def test_the_nav_leads_to_the_connectors_page(acme: dict[str, Any], make_connect
     html = signed_in(acme["employee"]).get("/connectors/").content.decode()
     assert 'aria-current="page"' in html.split('href="/connectors/"')[1][:80]
     assert "No connectors yet" in html and "An admin of your organization" in html
+
+
+def test_every_kind_has_a_setup_form_naming_its_defaults(acme: dict[str, Any]) -> None:
+    client = signed_in(acme["exec"])
+    expected = {"github": "Poll every", "slack": "50 recent messages", "gmail": "Empty: 8 per run", "drive": "Empty: 4 per run"}
+    for kind in ("github", "slack", "gmail", "drive", "notion"):
+        response = client.get(f"/connectors/new/{kind}/")
+        assert response.status_code == 200, kind
+        assert expected.get(kind, "Empty: the last 30 days") in response.content.decode(), kind
+
+
+def test_an_admin_connects_notion_with_its_databases(acme: dict[str, Any]) -> None:
+    data = {"name": "Wiki", "token": "ntn_secret_value", "databases": "db-1\ndb-2", "clearance_min": "Employee", "scope": ""}
+    response = signed_in(acme["exec"]).post("/connectors/new/notion/", data)
+    assert response.status_code == 302
+    connector = Connector.objects.get()
+    assert connector.config["databases"] == ["db-1", "db-2"] and connector.credentials == {"token": "ntn_secret_value"}
+    assert connector.scope is None  # the organization's source rule decides, else public-docs
