@@ -21,7 +21,7 @@ from connectors.base import Page, Source, SourceItem
 from connectors.errors import PermanentSourceError, RetryableSourceError
 from connectors.models import ConnectorItem
 from connectors.sources.drive.client import DriveClient
-from connectors.sources.gmail.google_http import NotFound
+from connectors.sources.gmail.google_http import NotFound, clean_credentials
 from cortex_site.errors import CortexError, ValidationFailed
 from memories.services.documents import check_size, extract_text
 
@@ -68,18 +68,7 @@ class DriveSource(Source):
                 error_code="INVALID_FOLDER_ID",
                 details={"field": "folder_id"},
             )
-        secret = {
-            key: str(value)
-            for key, value in credentials.items()
-            if key in {"token", "refresh_token", "client_id", "client_secret", "token_uri"} and value
-        }
-        if not secret.get("refresh_token") and not secret.get("token"):
-            raise ValidationFailed(
-                "Google Drive needs an OAuth refresh token (with client_id and client_secret): connect the Google "
-                "account, or paste the authorized-user JSON.",
-                error_code="MISSING_CREDENTIALS",
-                details={"field": "refresh_token"},
-            )
+        secret = clean_credentials(credentials, product="Google Drive", needs_subject=False)
         return cleaned, secret
 
     def _client(self) -> DriveClient:

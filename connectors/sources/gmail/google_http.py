@@ -1,10 +1,12 @@
 """What the Gmail and Drive clients share: building a google-api-python-client service from a
 connector's credentials and endpoint, and turning Google's failures into the framework's two kinds.
 
-Credentials are OAuth user credentials (`refresh_token`, `client_id`, `client_secret`, optionally
-a current `token` and a `token_uri` override), as google-auth's `authorized_user` format. The
-access token is refreshed by google-auth against `token_uri` through the same HTTP layer, so a
-revoked grant surfaces here as a RefreshError. Discovery documents are the ones the library ships
+Credentials are either OAuth user credentials (`refresh_token`, `client_id`, `client_secret`,
+optionally a current `token` and a `token_uri` override: google-auth's `authorized_user` format)
+or, for Workspace admins, a service account key (`type: service_account`, `client_email`,
+`private_key`, `token_uri`) with domain-wide delegation acting as `subject` (the user whose mail
+or files are read). The access token is obtained by google-auth against `token_uri` through the
+same HTTP layer, so a revoked grant or a missing delegation surfaces here as a RefreshError. Discovery documents are the ones the library ships
 (`static_discovery=True`): building a service never touches the network.
 """
 
@@ -17,14 +19,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import google.auth.credentials
 import google_auth_httplib2
 import httplib2
 from google.auth.exceptions import RefreshError, TransportError
+from google.oauth2 import service_account
 from google.oauth2.credentials import Credentials
 from googleapiclient.discovery import build
 from googleapiclient.errors import HttpError
 
 from connectors.errors import PermanentSourceError, RetryableSourceError
+from cortex_site.errors import ValidationFailed
 
 DEFAULT_TOKEN_URI = "https://oauth2.googleapis.com/token"  # noqa: S105 - an address, not a secret
 TIMEOUT_SECONDS = 30.0
@@ -38,7 +43,59 @@ class NotFound(Exception):
     """The API answered 404 for one object (a deleted thread or file, an expired history id)."""
 
 
-def credentials_from(data: dict[str, Any], *, scopes: list[str]) -> Credentials:
+USER_KEYS = frozenset({"token", "refresh_token", "client_id", "client_secret", "token_uri"})
+SERVICE_ACCOUNT_KEYS = frozenset(
+    {"type", "client_email", "private_key", "private_key_id", "token_uri", "subject", "project_id", "client_id"}
+)
+
+
+def clean_credentials(credentials: dict[str, Any], *, product: str, needs_subject: bool) -> dict[str, str]:
+    """The credential keys Cortex keeps, checked enough to fail at setup rather than at the first run."""
+    if credentials.get("type") == "service_account":
+        secret = {key: str(value) for key, value in credentials.items() if key in SERVICE_ACCOUNT_KEYS and value}
+        missing = [key for key in ("client_email", "private_key") if not secret.get(key)]
+        if needs_subject and not secret.get("subject"):
+            missing.append("subject")
+        if missing:
+            raise ValidationFailed(
+                f"The service account key for {product} lacks {', '.join(missing)}"
+                + (" (subject: the user whose mailbox is read, by domain-wide delegation)" if "subject" in missing else "")
+                + ".",
+                error_code="MISSING_CREDENTIALS",
+                details={"fields": missing},
+            )
+        secret.setdefault("token_uri", DEFAULT_TOKEN_URI)
+        try:
+            service_account.Credentials.from_service_account_info(secret, scopes=[])  # type: ignore[no-untyped-call]
+        except (ValueError, TypeError) as exc:
+            raise ValidationFailed(
+                f"The service account's private_key could not be read ({type(exc).__name__}): paste the key file's JSON as it is.",
+                error_code="INVALID_CREDENTIALS",
+                details={"field": "private_key"},
+            ) from None
+        return secret
+    secret = {key: str(value) for key, value in credentials.items() if key in USER_KEYS and value}
+    if not secret.get("refresh_token") and not secret.get("token"):
+        raise ValidationFailed(
+            f"{product} needs an OAuth refresh token (with client_id and client_secret): connect the Google account, "
+            "paste the authorized-user JSON, or a service account key with domain-wide delegation.",
+            error_code="MISSING_CREDENTIALS",
+            details={"field": "refresh_token"},
+        )
+    return secret
+
+
+def credentials_from(data: dict[str, Any], *, scopes: list[str]) -> google.auth.credentials.Credentials:
+    if data.get("type") == "service_account":
+        info = {**data, "token_uri": data.get("token_uri") or DEFAULT_TOKEN_URI}
+        try:
+            return service_account.Credentials.from_service_account_info(  # type: ignore[no-untyped-call,no-any-return]
+                info, scopes=scopes, subject=data.get("subject") or None
+            )
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PermanentSourceError(
+                f"The stored service account key could not be read ({type(exc).__name__}): paste the key file's JSON again."
+            ) from exc
     missing = [name for name in ("refresh_token", "client_id", "client_secret") if not data.get(name)]
     if missing and not data.get("token"):
         raise PermanentSourceError(
@@ -56,7 +113,12 @@ def credentials_from(data: dict[str, Any], *, scopes: list[str]) -> Credentials:
 
 
 def build_service(
-    api: str, version: str, *, credentials: Credentials, api_url: str | None, timeout: float = TIMEOUT_SECONDS
+    api: str,
+    version: str,
+    *,
+    credentials: google.auth.credentials.Credentials,
+    api_url: str | None,
+    timeout: float = TIMEOUT_SECONDS,
 ) -> Any:
     """A google-api-python-client resource whose requests (and token refreshes) go through httplib2
     with a timeout, to `api_url` when the connector sets one."""

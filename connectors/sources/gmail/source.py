@@ -24,7 +24,7 @@ from connectors.base import Page, Source, SourceItem
 from connectors.errors import PermanentSourceError
 from connectors.models import ConnectorItem
 from connectors.sources.gmail.client import GmailClient
-from connectors.sources.gmail.google_http import NotFound
+from connectors.sources.gmail.google_http import NotFound, clean_credentials
 from connectors.sources.gmail.mime import ParsedMessage, headers_of, parse_message
 from cortex_site.errors import ValidationFailed
 
@@ -59,18 +59,7 @@ class GmailSource(Source):
                 raise ValidationFailed(f"Gmail {key} must be text.", error_code="INVALID_CONFIG", details={"field": key})
             cleaned[key] = value.strip()
         cleaned["mode"] = "poll"
-        secret = {
-            key: str(value)
-            for key, value in credentials.items()
-            if key in {"token", "refresh_token", "client_id", "client_secret", "token_uri"} and value
-        }
-        if not secret.get("refresh_token") and not secret.get("token"):
-            raise ValidationFailed(
-                "Gmail needs an OAuth refresh token (with client_id and client_secret): connect the Google account, "
-                "or paste the authorized-user JSON.",
-                error_code="MISSING_CREDENTIALS",
-                details={"field": "refresh_token"},
-            )
+        secret = clean_credentials(credentials, product="Gmail", needs_subject=True)
         return {k: v for k, v in cleaned.items() if v != ""}, secret
 
     def _client(self) -> GmailClient:

@@ -298,3 +298,66 @@ def test_test_connection_names_the_mailbox_and_an_outsider_cannot_run_it(
     mailbox.token_status = 400
     refused = connector_test(principal=principal(acme["exec"]), connector_id=source.pk)
     assert not refused.ok and "reconnect the Google account" in refused.message
+
+
+def service_account_key(token_uri: str) -> dict[str, str]:
+    """A real (throwaway) RSA service account key, so google-auth really signs its JWT grant."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode()
+    return {
+        "type": "service_account",
+        "client_email": "cortex-sync@acme-project.iam.gserviceaccount.com",
+        "private_key": pem,
+        "private_key_id": "k1",
+        "token_uri": token_uri,
+    }
+
+
+def test_a_service_account_with_domain_wide_delegation_reads_the_subjects_mailbox(
+    mailbox: FakeMailbox, acme: dict[str, Any], stub_server: StubServer
+) -> None:
+    import base64
+    import json
+
+    thread = mailbox.add(text="Delegated read", date=now() - timedelta(hours=1))
+    credentials = {**service_account_key(f"{stub_server.url}/token"), "subject": "ada@acme.test"}
+    source = connector_create(
+        principal=principal(acme["exec"]),
+        kind="gmail",
+        name="Ada via delegation",
+        config={"api_url": stub_server.url},
+        credentials=credentials,
+    ).connector
+    page = pull(source, {})
+    assert [i.external_id for i in page.items] == [thread["threadId"]]
+    grant = stub_server.requests_to("/token")[0].form()
+    assert grant["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+    claims = json.loads(base64.urlsafe_b64decode(grant["assertion"].split(".")[1] + "=="))
+    assert (claims["iss"], claims["sub"]) == ("cortex-sync@acme-project.iam.gserviceaccount.com", "ada@acme.test")
+    assert claims["scope"] == "https://www.googleapis.com/auth/gmail.readonly"
+
+
+def test_a_gmail_service_account_without_a_subject_or_with_a_broken_key_is_refused(acme: dict[str, Any]) -> None:
+    from cortex_site.errors import ValidationFailed
+
+    key = service_account_key("https://oauth2.googleapis.com/token")
+    with pytest.raises(ValidationFailed) as caught:
+        connector_create(principal=principal(acme["exec"]), kind="gmail", name="x", config={}, credentials=key)
+    assert caught.value.error_code == "MISSING_CREDENTIALS" and "subject" in caught.value.message
+    with pytest.raises(ValidationFailed) as caught:
+        connector_create(
+            principal=principal(acme["exec"]),
+            kind="gmail",
+            name="x",
+            config={},
+            credentials={
+                **key,
+                "subject": "ada@acme.test",
+                "private_key": "-----BEGIN PRIVATE KEY-----\nnope\n-----END PRIVATE KEY-----\n",
+            },
+        )
+    assert caught.value.error_code == "INVALID_CREDENTIALS"
+    assert "nope" not in caught.value.message
