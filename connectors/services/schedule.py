@@ -24,7 +24,8 @@ from audit.models import AuditEvent
 from audit.services import Actor, record
 from connectors.models import Connector, SyncRun
 from connectors.registry import source_class, source_for
-from connectors.selectors import lease, open_run
+from connectors.selectors import lease
+from connectors.services import sync
 
 logger = logging.getLogger(__name__)
 
@@ -122,10 +123,9 @@ def dispatch_due(*, now: datetime | None = None, organization_id: int | None = N
     """Start a run for every due connector (of one organization, or all), after taking over dead runs.
 
     Guarantees: never two open runs with live leases for one connector; a connector busy with a
-    live run is left alone and tried again on its next slot; each started run is enqueued on commit.
+    live run gets a skipped run (the audit log says why) and is tried again on its next slot; each
+    started run is enqueued on commit.
     """
-    from connectors.services import sync
-
     now = now or timezone.now()
     report = DispatchReport(reaped=reap_dead_runs(now=now, organization_id=organization_id))
     for candidate in due_connectors(now=now, organization_id=organization_id):
@@ -140,12 +140,13 @@ def dispatch_due(*, now: datetime | None = None, organization_id: int | None = N
                 continue  # another dispatcher (or a Sync now) holds it, or it is no longer due
             # The next slot is booked before anything else, so a busy connector is not retried every minute.
             Connector.objects.filter(pk=connector.pk).update(next_sync_at=now + timedelta(minutes=connector.interval_minutes))
-            if open_run(connector) is not None:
-                report.busy.append(connector.pk)
-                continue
-            # sync_start re-checks under the same row lock and records a skipped run if one is alive after all.
+            # sync_start checks for a live run under the same row lock: a busy connector gets a skipped
+            # run saying which run is still going (one per slot), never a second open one.
             result = sync.sync_start(connector=connector, trigger=SyncRun.Trigger.SCHEDULE, backfill=connector.backfill_next_run)
-            (report.busy if result.skipped else report.started).append(connector.pk if result.skipped else result.run.pk)
+            if result.skipped:
+                report.busy.append(connector.pk)
+            else:
+                report.started.append(result.run.pk)
     if report.started or report.reaped:
         logger.info("dispatched %d run(s), reaped %d dead run(s)", len(report.started), len(report.reaped))
     return report

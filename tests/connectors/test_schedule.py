@@ -75,6 +75,9 @@ def test_a_connector_busy_with_a_live_run_gets_no_second_one(acme: dict[str, Any
     report = dispatch_due()
     assert report.started == [] and report.busy == [inbox.pk]
     assert [r.pk for r in open_runs(inbox)] == first
+    skipped = SyncRun.objects.get(connector=inbox, status=SyncRun.Status.SKIPPED)
+    assert skipped.trigger == SyncRun.Trigger.SCHEDULE and str(first[0]) in skipped.error
+    assert dispatch_due().busy == []  # its slot is booked: not skipped again every minute
 
 
 @pytest.mark.django_db
