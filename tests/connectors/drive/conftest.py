@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support import sync_runs
 from support.drive_files import FakeDrive
 from support.stub_server import StubServer
 
@@ -29,19 +30,4 @@ def google_credentials(stub_server: StubServer) -> Callable[[], dict[str, str]]:
 
 @pytest.fixture
 def run_sync() -> Callable[..., Any]:
-    """Run one sync of a connector to its end, page by page, as the worker's tasks would."""
-    from connectors.models import SyncRun
-    from connectors.services.sync import sync_run_page, sync_start
-
-    def run(connector: Any) -> SyncRun:
-        started = sync_start(connector=connector, trigger=SyncRun.Trigger.MANUAL)
-        assert not started.skipped, started.run.error
-        page: int | None = 0
-        while page is not None:
-            outcome = sync_run_page(run_id=started.run.pk, page=page)
-            page = outcome.next_page
-            if outcome.retry_after is not None:
-                break  # the source asked to wait: the test looks at the run as it stands
-        return SyncRun.objects.get(pk=started.run.pk)
-
-    return run
+    return sync_runs.run_sync

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from support import sync_runs
 from support.gmail_mailbox import FakeMailbox
 from support.stub_server import StubServer
 
@@ -28,28 +28,6 @@ def gmail_credentials(stub_server: StubServer) -> Callable[[], dict[str, str]]:
     }
 
 
-def now() -> datetime:
-    return datetime.now(UTC)
-
-
 @pytest.fixture
 def run_sync() -> Callable[..., Any]:
-    """Run one sync of a connector to its end, page by page, as the worker's tasks would;
-    `pages=` stops after that many pages (a worker that died mid-run)."""
-    from connectors.models import SyncRun
-    from connectors.services.sync import sync_run_page, sync_start
-
-    def run(connector: Any, *, pages: int | None = None) -> SyncRun:
-        started = sync_start(connector=connector, trigger=SyncRun.Trigger.MANUAL)
-        assert not started.skipped, started.run.error
-        page: int | None = 0
-        ran = 0
-        while page is not None and (pages is None or ran < pages):
-            outcome = sync_run_page(run_id=started.run.pk, page=page)
-            ran += 1
-            page = outcome.next_page
-            if outcome.retry_after is not None:
-                break
-        return SyncRun.objects.get(pk=started.run.pk)
-
-    return run
+    return sync_runs.run_sync
