@@ -249,3 +249,14 @@ def test_the_openapi_schema_documents_the_cron_endpoint_and_its_refusal(acme: di
     operation = schema["paths"]["/api/cron/connectors"]["post"]
     assert {"200", "401"} <= set(operation["responses"])
     assert any(p["name"] == "organization" and p["required"] for p in operation["parameters"])
+
+
+@pytest.mark.django_db
+def test_beat_runs_the_dispatcher_every_minute_through_its_task(acme: dict[str, Any], gmail: Any, settings: Any) -> None:
+    from connectors.tasks import dispatch_due as task
+
+    entry = next(e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "connectors.dispatch_due")
+    assert entry["schedule"] == 60.0
+    inbox = gmail(acme["exec"])
+    answer = task.apply().get()
+    assert answer["started"] == [str(SyncRun.objects.get(connector=inbox).pk)]

@@ -290,3 +290,13 @@ def test_an_admin_connects_notion_with_its_databases(acme: dict[str, Any]) -> No
     connector = Connector.objects.get()
     assert connector.config["databases"] == ["db-1", "db-2"] and connector.credentials == {"token": "ntn_secret_value"}
     assert connector.scope is None  # the organization's source rule decides, else public-docs
+
+
+def test_a_refused_edit_says_why_on_the_page_and_changes_nothing(acme: dict[str, Any], inbox: Connector) -> None:
+    response = signed_in(acme["exec"]).post(
+        f"/connectors/{inbox.pk}/edit/", gmail_form(name="Team inbox", refresh_token="new-token", interval_minutes="0")
+    )
+    assert response.status_code == 400
+    assert 'id="id_interval_minutes_error"' in response.content.decode()
+    inbox.refresh_from_db()
+    assert inbox.credentials["refresh_token"] == "refresh-token-1" and inbox.config["label"] == "team"

@@ -119,3 +119,17 @@ def test_a_bad_repository_name_is_refused_on_its_field(acme: dict[str, Any]) -> 
     assert response.status_code == 400
     assert "is not a repository name" in response.content.decode().split('id="id_repositories_error"')[1][:400]
     assert not Connector.objects.exists()
+
+
+def test_an_edit_refused_by_the_source_keeps_the_old_secrets_too(acme: dict[str, Any], slack: FakeSlack) -> None:
+    client = signed_in(acme["exec"])
+    client.post("/connectors/new/slack/", slack_form(slack))
+    connector = Connector.objects.get()
+    edit = slack_form(slack, channels="C111\nG0PRIVATE1 handbook", signing_secret="a-new-signing-secret", bot_token="")
+    response = client.post(f"/connectors/{connector.pk}/edit/", edit)
+    assert response.status_code == 400
+    assert "private Slack channel" in response.content.decode().split('id="id_channels_error"')[1][:600]
+    connector.refresh_from_db()
+    # One change or none: the new signing secret was rolled back with the refused channels.
+    assert connector.credentials["signing_secret"] == SIGNING_SECRET
+    assert connector.config["channels"] == ["C06NRA6JLER", "C111"]
