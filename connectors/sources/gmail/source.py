@@ -59,6 +59,12 @@ class GmailSource(Source):
                 raise ValidationFailed(f"Gmail {key} must be text.", error_code="INVALID_CONFIG", details={"field": key})
             cleaned[key] = value.strip()
         cleaned["mode"] = "poll"
+        per_message = config.get("per_message", False)
+        if not isinstance(per_message, bool):
+            raise ValidationFailed(
+                "Gmail per_message is true or false.", error_code="INVALID_CONFIG", details={"field": "per_message"}
+            )
+        cleaned["per_message"] = per_message or ""
         secret = clean_credentials(credentials, product="Gmail", needs_subject=True)
         return {k: v for k, v in cleaned.items() if v != ""}, secret
 
@@ -83,9 +89,7 @@ class GmailSource(Source):
         while len(items) < limit:
             if state["pending"]:
                 thread_id = state["pending"].pop(0)
-                item = self._thread_item(client, thread_id)
-                if item is not None:
-                    items.append(item)
+                items.extend(self._thread_items(client, thread_id))
                 continue
             if not state.get("pages_left") or fetches >= MAX_LISTING_FETCHES:
                 break
@@ -162,22 +166,39 @@ class GmailSource(Source):
         return f"({query})" if query else ""
 
     # -- one thread --------------------------------------------------------------------------
-    def _thread_item(self, client: GmailClient, thread_id: str) -> SourceItem | None:
+    def _thread_items(self, client: GmailClient, thread_id: str) -> list[SourceItem]:
+        """The thread's memory (or, with `per_message`, one per message), or deletions for what is gone."""
         try:
             thread = client.get_thread(thread_id)
         except NotFound:
-            return _deleted(thread_id)
+            return self._gone(thread_id)
         label = self.config.get("label") or ""
         raw_messages = [m for m in thread.get("messages") or [] if not _GONE_LABELS & set(m.get("labelIds") or [])]
         # A thread is in the connector while one of its messages carries the label.
-        if label and not any(label in (m.get("labelIds") or []) for m in raw_messages):
-            return _deleted(thread_id)
-        if not raw_messages:
-            return _deleted(thread_id)
+        if not raw_messages or (label and not any(label in (m.get("labelIds") or []) for m in raw_messages)):
+            return self._gone(thread_id)
         if self._query() and not self._matches_query(client, raw_messages[-1]):
-            # Not (or no longer) matching the filter: redact it if this connector stored it.
-            return _deleted(thread_id) if self._known(thread_id) else None
-        return thread_item(thread_id, [parse_message(m) for m in raw_messages])
+            # Not (or no longer) matching the filter: redact what this connector stored of it.
+            return self._gone(thread_id, only_known=True)
+        messages = [parse_message(m) for m in raw_messages]
+        if not self.config.get("per_message"):
+            return [thread_item(thread_id, messages)]
+        items = [message_item(thread_id, message) for message in messages]
+        present = [item.external_id for item in items]
+        return items + [
+            _deleted(external_id) for external_id in self._stored_messages(thread_id).exclude(external_id__in=present)
+        ]
+
+    def _gone(self, thread_id: str, *, only_known: bool = False) -> list[SourceItem]:
+        if self.config.get("per_message"):
+            return [_deleted(external_id) for external_id in self._stored_messages(thread_id)]
+        return [_deleted(thread_id)] if not only_known or self._known(thread_id) else []
+
+    def _stored_messages(self, thread_id: str) -> Any:
+        """External ids ("<thread>/<message>") of this thread's messages the connector stored."""
+        return ConnectorItem.objects.filter(
+            connector_id=self.connector.pk, external_id__startswith=f"{thread_id}/", deleted=False
+        ).values_list("external_id", flat=True)
 
     def _known(self, external_id: str) -> bool:
         return ConnectorItem.objects.filter(connector_id=self.connector.pk, external_id=external_id, deleted=False).exists()
@@ -208,6 +229,24 @@ def _history_threads(response: dict[str, Any]) -> list[str]:
                 if thread_id and thread_id not in threads:
                     threads.append(thread_id)
     return threads
+
+
+def message_item(thread_id: str, message: ParsedMessage) -> SourceItem:
+    """One message's memory (config `per_message`): external id "<thread id>/<message id>"."""
+    lines = [message.text or "(no text)"]
+    if message.attachments:
+        lines += ["", "Attachments: " + ", ".join(message.attachments)]
+    return SourceItem(
+        external_id=f"{thread_id}/{message.message_id}",
+        title=message.subject or "(no subject)",
+        content="\n".join(lines),
+        source_url=f"https://mail.google.com/mail/u/0/#all/{message.message_id}",
+        author_name=message.from_name,
+        author_email=message.from_email,
+        valid_from=message.date,
+        category="email",
+        tags=("email",),
+    )
 
 
 def thread_item(thread_id: str, messages: list[ParsedMessage]) -> SourceItem:

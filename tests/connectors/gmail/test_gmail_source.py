@@ -361,3 +361,24 @@ def test_a_gmail_service_account_without_a_subject_or_with_a_broken_key_is_refus
         )
     assert caught.value.error_code == "INVALID_CREDENTIALS"
     assert "nope" not in caught.value.message
+
+
+def test_per_message_mode_stores_each_message_and_redacts_one_that_is_trashed(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    first = mailbox.add(text="Kick-off is on Monday.", date=now() - timedelta(hours=3), subject="Kick-off")
+    second = mailbox.add(
+        text="Moved to Tuesday.", date=now() - timedelta(hours=2), thread_id=first["threadId"], subject="Re: Kick-off"
+    )
+    source = connector(per_message=True)
+    run = run_sync(source)
+    assert run.items_created == 2
+    ids = {f"{first['threadId']}/{first['id']}", f"{first['threadId']}/{second['id']}"}
+    assert set(ConnectorItem.objects.filter(connector=source).values_list("external_id", flat=True)) == ids
+    assert memory_of(source, f"{first['threadId']}/{second['id']}").content == "Moved to Tuesday."
+    mailbox.trash(second["id"])
+    after = run_sync(source)
+    assert (after.items_redacted, after.items_created, after.items_updated) == (1, 0, 0)
+    redacted = Memory.objects.get(organization=source.organization, external_id=f"{first['threadId']}/{second['id']}")
+    assert redacted.status == Memory.Status.REDACTED
+    assert memory_of(source, f"{first['threadId']}/{first['id']}").status == Memory.Status.ACTIVE
