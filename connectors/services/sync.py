@@ -451,7 +451,12 @@ def upsert_items(*, connector: Connector, source: Source, items: list[SourceItem
             _remember(connector, ci, external_id, memory, digest=digest)
             continue
         if memory is not None and memory.status == Memory.Status.ACTIVE:
-            changes = {k: v for k, v in draft.__dict__.items() if k != "external_id"}
+            # No scope/clearance of its own: the new version stays where the current one is.
+            changes = {
+                k: v
+                for k, v in draft.__dict__.items()
+                if k != "external_id" and not (k in ("scope", "clearance_min") and v is None)
+            }
             outcome = _guarded(
                 counts, external_id, lambda m=memory, c=changes: memory_supersede(principal=principal, memory_id=m.pk, changes=c)
             )

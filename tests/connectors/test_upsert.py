@@ -148,3 +148,15 @@ def test_connector_memories_obey_the_read_rule_on_every_surface(
         assert str(memory.pk) not in [m["id"] for m in reader.get("/api/memories", {"source": "GitHub"}).json()["results"]]
         hits = reader.post("/api/recall", {"query": "firmware signs updates ed25519"}).json()["results"]
         assert str(memory.pk) not in [h["memory"]["id"] for h in hits]
+
+
+def test_without_a_configured_scope_a_source_edit_stays_where_the_memory_was_moved(
+    acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    connector = make_github(acme["exec"], token=None, scope=None)
+    apply(connector, item())
+    assert current(connector).scope.slug == "engineering"  # the organization's GitHub rule
+    memory_supersede(principal=principal(acme["exec"]), memory_id=current(connector).pk, changes={"scope": "sales"})
+    apply(connector, item(content="The build installs with uv; pip and pip-tools are gone from CI."))
+    latest = Memory.objects.get(source="GitHub", status="active")
+    assert latest.scope.slug == "sales" and current(connector).pk == latest.pk
