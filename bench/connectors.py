@@ -46,6 +46,7 @@ from recall import database_url, drop_database, ensure_database, loadavg, machin
 
 HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-connectors").resolve()
 PER_CHANNEL = 50
+SEQUENTIAL = 50  # deliveries sent one at a time before the burst
 
 
 # -- driver ----------------------------------------------------------------------------------------------
@@ -109,7 +110,9 @@ def summary(results: dict[str, Any]) -> str:
         if phase["phase"] == "webhook":
             ms = phase["answer_ms"]
             lines.append(
-                f"webhook: {phase['deliveries']} signed deliveries, {phase['concurrency']} at a time: answer p50 {ms['p50']:.1f} ms, "
+                f"webhook: one at a time ({phase['sequential']}): answer p50 {phase['sequential_answer_ms']['p50']:.1f} ms, "
+                f"p95 {phase['sequential_answer_ms']['p95']:.1f} ms; "
+                f"burst of {phase['deliveries']} signed deliveries, {phase['concurrency']} at a time: answer p50 {ms['p50']:.1f} ms, "
                 f"p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {phase['statuses']}; burst sent in {phase['burst_s']:.2f} s; "
                 f"worker drained all into memories {phase['drain_s']:.1f} s after the first answer ({phase['memories']} memories); "
                 f"load {phase['loadavg']}"
@@ -232,7 +235,7 @@ def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
         url = f"http://127.0.0.1:{port}/api/webhooks/slack/{connector.pk}"
         wait_http(f"http://127.0.0.1:{port}/api/me")
         bodies = []
-        for i in range(count + 10):
+        for i in range(count + 10 + SEQUENTIAL):
             body = fixture("event_callback__message")
             ts = f"{1800000000 + i}.000100"
             body["event"].update(
@@ -263,10 +266,12 @@ def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
 
         for body in bodies[:10]:  # warm-up: connections, first requests
             send(body)
+        # One at a time first: the answer's own cost, without queueing behind other deliveries.
+        sequential = [send(body) for body in bodies[10 : 10 + SEQUENTIAL]]
         before = loadavg()
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            outcomes = list(pool.map(send, bodies[10:]))
+            outcomes = list(pool.map(send, bodies[10 + SEQUENTIAL :]))
         burst = time.perf_counter() - started
         statuses: dict[str, int] = {}
         for _, status in outcomes:
@@ -284,6 +289,8 @@ def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
             "deliveries": count,
             "concurrency": concurrency,
             "answer_ms": percentiles([ms for ms, _ in outcomes]),
+            "sequential": SEQUENTIAL,
+            "sequential_answer_ms": percentiles([ms for ms, _ in sequential]),
             "statuses": statuses,
             "burst_s": round(burst, 2),
             "drain_s": round(drain, 1),
