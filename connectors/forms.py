@@ -228,6 +228,13 @@ class GitHubForm(ConnectorForm):
         label="Poll every (minutes)", required=False, min_value=1, max_value=24 * 60, help_text="Poll mode only; empty: every 5."
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.editing:
+            self.fields[
+                "webhook_secret"
+            ].help_text = "Leave empty to keep the stored one; “Generate a new webhook secret” makes a new one for you."
+
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
         if cleaned.get("mode") == "poll" and not self.editing and not cleaned.get("token"):

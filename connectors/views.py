@@ -52,19 +52,26 @@ def _card(principal: Principal, connector: Connector) -> dict[str, Any]:
     return presenters.card(connector, runs, timezone.now())
 
 
+def _page_of(connector_id: Any, value: str) -> str:
+    """Where a card sits: "" on the Connectors page, the connector's own path on its page (anything else is ignored)."""
+    return value if value == f"/connectors/{connector_id}/" else ""
+
+
 def _render_card(
-    request: HttpRequest, principal: Principal, connector: Connector, *, note: tuple[str, str] | None = None
+    request: HttpRequest, principal: Principal, connector: Connector, *, next_url: str = "", note: tuple[str, str] | None = None
 ) -> HttpResponse:
-    return render(request, "connectors/_card.html", {"c": _card(principal, connector), "note": note})
+    context = {"c": _card(principal, connector), "note": note, "next_url": _page_of(connector.pk, next_url)}
+    return render(request, "connectors/_card.html", context)
 
 
 def _after_action(request: HttpRequest, principal: Principal, connector_id: str, level: str, text: str) -> HttpResponse:
     """After an action: for htmx the refreshed card carrying the outcome, else a message and the page it was taken on."""
+    next_url = _page_of(connector_id, request.POST.get("next", ""))
     if request.headers.get("HX-Request") == "true":
-        return _render_card(request, principal, selectors.access_connector(principal, connector_id), note=(level, text))
+        connector = selectors.access_connector(principal, connector_id)
+        return _render_card(request, principal, connector, next_url=next_url, note=(level, text))
     getattr(messages, level)(request, text)
-    target = request.POST.get("next", "")
-    return redirect(target if target in {"/connectors/", f"/connectors/{connector_id}/"} else f"/connectors/{connector_id}/")
+    return redirect(next_url or "/connectors/")
 
 
 @principal_view
@@ -84,7 +91,8 @@ def connector_list(request: HttpRequest, principal: Principal) -> HttpResponse:
 @require_GET
 def connector_card(request: HttpRequest, principal: Principal, connector_id: str) -> HttpResponse:
     """The card alone: what the htmx poll swaps in every couple of seconds while a run goes."""
-    return _render_card(request, principal, selectors.access_connector(principal, connector_id))
+    connector = selectors.access_connector(principal, connector_id)
+    return _render_card(request, principal, connector, next_url=request.GET.get("next", ""))
 
 
 @principal_view

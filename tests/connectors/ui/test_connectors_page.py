@@ -179,6 +179,11 @@ def test_sync_now_starts_one_run_and_the_card_polls_it(acme: dict[str, Any], inb
     assert run.status == SyncRun.Status.QUEUED and run.trigger == SyncRun.Trigger.MANUAL
     assert f'hx-get="/connectors/{inbox.pk}/card/"' in html and 'hx-trigger="load delay:2s"' in html
     assert "Sync started." in html and 'data-state="syncing"' in html
+    # On the connector's own page the card keeps polling as that page's card (no link back to itself).
+    detail = client.get(f"/connectors/{inbox.pk}/").content.decode()
+    assert f'hx-get="/connectors/{inbox.pk}/card/?next=/connectors/{inbox.pk}/"' in detail
+    polled = client.get(f"/connectors/{inbox.pk}/card/?next=/connectors/{inbox.pk}/").content.decode()
+    assert "Details" not in polled and f'name="next" value="/connectors/{inbox.pk}/"' in polled
     # A second click while it runs says so and starts nothing.
     again = client.post(f"/connectors/{inbox.pk}/sync/", headers=HX).content.decode()
     assert "already running" in again

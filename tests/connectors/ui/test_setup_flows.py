@@ -110,7 +110,7 @@ def test_github_setup_shows_the_payload_url_and_a_generated_secret_once(acme: di
     assert new_secret != secret and f'value="{new_secret}"' in rotated
     # A webhook-only connector has no schedule: no Backfill, and its card says it is real time.
     card = client.get(f"/connectors/{connector.pk}/card/").content.decode()
-    assert "real time (webhook)" in card and "Backfill" not in card
+    assert "real time (webhook)" in card and "Backfill" not in card and "Sync now" not in card
 
 
 def test_a_bad_repository_name_is_refused_on_its_field(acme: dict[str, Any]) -> None:
