@@ -107,7 +107,9 @@ class DriveSource(Source):
                     break
             else:
                 response = client.list_changes(page_token=state["page_token"], page_size=room)
-                for change in response.get("changes") or []:
+                # A file edited several times appears once per edit: only its last change is read.
+                latest = {str(c.get("fileId") or (c.get("file") or {}).get("id") or ""): c for c in response.get("changes") or []}
+                for change in latest.values():
                     self._change(client, change, items, failures)
                 if response.get("nextPageToken"):
                     state["page_token"] = response["nextPageToken"]

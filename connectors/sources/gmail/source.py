@@ -109,6 +109,7 @@ class GmailSource(Source):
             "history_id": str(client.profile()["historyId"]),
             "after": int(since.timestamp()),
             "pages_left": True,
+            "pass_started": int(time.time()),
         }
 
     def _start_pass(self, state: dict[str, Any]) -> None:

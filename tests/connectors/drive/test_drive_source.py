@@ -226,3 +226,15 @@ def test_test_connection_names_the_account(drive: FakeDrive, connector: Callable
 
     result = connector_test(principal=principal(acme["exec"]), connector_id=connector().pk)
     assert result.ok and result.message == "Connected to Google Drive as Ada Lovelace."
+
+
+def test_a_doc_edited_three_times_between_runs_is_exported_once(drive: FakeDrive, connector: Callable[..., Connector]) -> None:
+    doc = drive.put("Notes", "v1", modified=now() - timedelta(hours=1))
+    source = connector()
+    checkpoint = pull(source, {}).checkpoint
+    for version in ("v2", "v3", "v4"):
+        drive.put("Notes", version, modified=now(), file_id=doc["id"])
+    exports_before = len(drive.stub.requests_to(f"/drive/v3/files/{doc['id']}/export"))
+    page = pull(source, checkpoint)
+    assert [(i.external_id, i.content) for i in page.items] == [(doc["id"], "v4")]
+    assert len(drive.stub.requests_to(f"/drive/v3/files/{doc['id']}/export")) == exports_before + 1
