@@ -9,7 +9,8 @@ What it measures (docs/benchmarks.md has the numbers):
   `connectors` queue; a burst of N signed Slack `event_callback` deliveries (distinct event ids,
   distinct messages) posted to /api/webhooks/slack/<id> by `--concurrency` client threads at once.
   Answer latency p50/p95/max as the client saw it (signature check, Delivery row, enqueue, answer),
-  and how long the worker took to turn every delivery into a memory (drain time);
+  first for deliveries sent one at a time, then for the burst; and how long after the burst began
+  the worker had turned every delivery into a memory (drain time);
 - **backfill**: a first sync of `--channels` channels × 50 messages (every 5th one a thread with two
   replies) from the loopback Slack workspace (slack-sdk's WebClient over HTTP to 127.0.0.1), pages run
   back to back through the framework's sync service as the worker runs them; items/s end to end,
@@ -114,7 +115,7 @@ def summary(results: dict[str, Any]) -> str:
                 f"p95 {phase['sequential_answer_ms']['p95']:.1f} ms; "
                 f"burst of {phase['deliveries']} signed deliveries, {phase['concurrency']} at a time: answer p50 {ms['p50']:.1f} ms, "
                 f"p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {phase['statuses']}; burst sent in {phase['burst_s']:.2f} s; "
-                f"worker drained all into memories {phase['drain_s']:.1f} s after the first answer ({phase['memories']} memories); "
+                f"worker drained all into memories {phase['drain_s']:.1f} s after the burst began ({phase['memories']} memories); "
                 f"load {phase['loadavg']}"
             )
         else:
