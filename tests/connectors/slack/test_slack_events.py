@@ -338,3 +338,13 @@ def test_a_channel_that_became_private_stops_rather_than_leaking(
     assert connector.status == Connector.Status.ERROR
     assert "private" in connector.last_error and "granted scope" in connector.last_error
     assert memories_for(connector) == []
+
+
+def test_the_author_is_linked_to_the_member_with_the_same_email(
+    client: Client, connector: Connector, acme: dict[str, Any], make_member: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    grace = make_member(acme["org"], "Employee", email="grace@acme.test")  # users.info says U06NU4E26M9 is grace@acme.test
+    deliver(client, connector, fixture_bytes("event_callback__message"), django_capture_on_commit_callbacks)
+    [memory] = memories_for(connector)
+    assert memory.author_id == grace.user_id
+    assert memory.author_name == "Grace Hopper"
