@@ -139,6 +139,7 @@ class FakeNotion:
         self.stub.route("POST", "/v1/search", self._search)
         self.stub.route("POST", r"/v1/data_sources/[^/]+/query", self._query)
         self.stub.route("GET", r"/v1/databases/[^/]+", self._database)
+        self.stub.route("GET", r"/v1/data_sources/[^/]+", self._data_source)
         self.stub.route("GET", r"/v1/blocks/[^/]+/children", self._children)
         self.stub.route("GET", r"/v1/pages/[^/]+", self._page)
         self.stub.route(
@@ -212,6 +213,12 @@ class FakeNotion:
                 "data_sources": [{"id": ds, "name": "Accounts"} for ds in self.databases[database_id]],
             }
         )
+
+    def _data_source(self, request: Received) -> StubResponse:
+        source = request.path.rsplit("/", 1)[1]
+        if not any(source in sources for sources in self.databases.values()):
+            return _error(404, "object_not_found", f"Could not find data source with ID: {source}.")
+        return StubResponse(json={"object": "data_source", "id": source, "title": rich("Accounts")})
 
     def _children(self, request: Received) -> StubResponse:
         parent = request.path.split("/")[3]

@@ -214,14 +214,19 @@ class NotionSource(Source):
         """The page's blocks with their children (under `_children`), paginated, to MAX_DEPTH levels
         and MAX_BLOCKS blocks. Child pages and databases are not entered: they are pages of their own."""
         budget = [MAX_BLOCKS]
+        cut = [False]  # blocks were left unread
 
         def read(parent_id: str, depth: int) -> list[Block]:
             found: list[Block] = []
             cursor: str | None = None
-            while budget[0] > 0:
+            while not cut[0]:
+                if budget[0] <= 0:
+                    cut[0] = True
+                    break
                 response = client.block_children(parent_id, start_cursor=cursor)
                 for block in response.get("results") or []:
                     if budget[0] <= 0:
+                        cut[0] = True
                         break
                     budget[0] -= 1
                     found.append(block)
@@ -234,7 +239,7 @@ class NotionSource(Source):
             return found
 
         blocks = read(block_id, 1)
-        return blocks, budget[0] <= 0
+        return blocks, cut[0]
 
     def _author(self, client: NotionClient, page: dict[str, Any]) -> tuple[str, str]:
         user = page.get("last_edited_by") or page.get("created_by") or {}

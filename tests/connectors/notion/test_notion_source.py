@@ -275,3 +275,54 @@ def test_a_notion_connector_needs_an_integration_secret(acme: dict[str, Any]) ->
     with pytest.raises(ValidationFailed) as caught:
         connector_create(principal=principal(acme["exec"]), kind="notion", name="x", config={}, credentials={})
     assert caught.value.error_code == "MISSING_CREDENTIALS"
+
+
+def test_a_data_source_id_is_accepted_where_a_database_id_is_expected(
+    notion: FakeNotion, connector: Callable[..., Connector]
+) -> None:
+    notion.databases["db-deals"] = ["ds-deals"]
+    row = notion.page("Initech", [block("paragraph", "Pilot in May.")], edited=now(), data_source="ds-deals", in_search=False)
+    page = pull(connector(databases=["ds-deals"]), {})
+    assert [i.external_id for i in page.items] == [row["id"]]
+
+
+def test_a_database_not_shared_with_the_integration_puts_the_connector_in_error(
+    notion: FakeNotion, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    source = connector(databases=["db-missing"])
+    run = run_sync(source)
+    source.refresh_from_db()
+    assert run.status == SyncRun.Status.FAILED and source.status == Connector.Status.ERROR
+    assert "db-missing was not found: share it with the integration" in source.last_error
+
+
+def test_a_very_long_page_is_cut_at_the_block_budget_with_a_warning(
+    notion: FakeNotion, connector: Callable[..., Connector], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("connectors.sources.notion.source.MAX_BLOCKS", 3)
+    notion.page("Long", [block("paragraph", f"line {n}") for n in range(5)], edited=now())
+    item = pull(connector(), {}).items[0]
+    assert item.content == "line 0\n\nline 1\n\nline 2"
+    assert item.warning == "Only the first 3 blocks of this page were read."
+
+
+def test_nesting_deeper_than_the_cap_is_not_read(
+    notion: FakeNotion, connector: Callable[..., Connector], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("connectors.sources.notion.source.MAX_DEPTH", 2)
+    deep = block(
+        "bulleted_list_item",
+        "one",
+        children=[block("bulleted_list_item", "two", children=[block("bulleted_list_item", "three")])],
+    )
+    notion.page("Deep", [deep], edited=now())
+    assert pull(connector(), {}).items[0].content == "- one\n  - two"
+
+
+def test_a_page_exactly_at_the_block_budget_has_no_warning(
+    notion: FakeNotion, connector: Callable[..., Connector], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("connectors.sources.notion.source.MAX_BLOCKS", 3)
+    notion.page("Exact", [block("paragraph", f"line {n}") for n in range(3)], edited=now())
+    item = pull(connector(), {}).items[0]
+    assert item.content == "line 0\n\nline 1\n\nline 2" and item.warning == ""
