@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from support import assert_envelope
-from support.slack_workspace import BOT_TOKEN, SIGNING_SECRET, FakeSlack
+from support.slack_workspace import BOT_TOKEN, SIGNING_SECRET, FakeSlack, fixture, sign
 
 from connectors.models import Connector
 from connectors.registry import source_for
 from connectors.services.connectors import connector_test
 from connectors.sources.slack.source import SlackSource
 from cortex_site.errors import ValidationFailed
+from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
 
@@ -113,3 +115,50 @@ def test_source_reads_socket_mode_config(acme: dict[str, Any], make_slack_connec
     source = source_for(connector)
     assert isinstance(source, SlackSource)
     assert source.channels == ["C06NRA6JLER", "C111"]
+
+
+def test_adding_a_private_channel_later_is_refused_the_same_way(
+    acme: dict[str, Any],
+    api: Any,
+    client: Any,
+    slack: FakeSlack,
+    make_slack_connector: Callable[..., Connector],
+    django_capture_on_commit_callbacks: Any,
+    make_member: Any,
+    outsider: Any,
+) -> None:
+    connector = make_slack_connector(acme["exec"], channels=["C111"])
+    before = dict(connector.config)
+    response = api(acme["exec"]).patch(
+        f"/api/connectors/{connector.pk}",
+        {"config": {"channels": ["C111", PRIVATE], "api_url": slack.api_url, "channel_scopes": {PRIVATE: "handbook"}}},
+    )
+    assert_envelope(response, 400, "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE")
+    connector.refresh_from_db()
+    assert connector.config == before
+
+    # Mapped to a granted scope it is accepted, and its messages go there.
+    response = api(acme["exec"]).patch(
+        f"/api/connectors/{connector.pk}",
+        {"config": {"channels": ["C111", PRIVATE], "api_url": slack.api_url, "channel_scopes": {PRIVATE: "engineering"}}},
+    )
+    assert response.status_code == 200, response.content
+    connector.refresh_from_db()
+    assert connector.config["private_channels"] == [PRIVATE]
+    slack.post(PRIVATE, "1719209506.817929", "Board meeting moved to Thursday", user="U111")
+    body = fixture("event_callback__message")
+    body["event"].update(channel=PRIVATE, channel_type="group", text="Board meeting moved to Thursday", user="U111")
+    raw = json.dumps(body).encode()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert (
+            client.post(
+                f"/api/webhooks/slack/{connector.pk}", raw, content_type="application/json", headers=sign(raw)
+            ).status_code
+            == 200
+        )
+    memory = Memory.objects.get(source="Slack", external_id=f"{PRIVATE}:1719209506.817929")
+    assert memory.scope.slug == "engineering"
+    # A member without the engineering grant cannot read it, nor can another organization.
+    assert api(make_member(acme["org"], "Executive")).get(f"/api/memories/{memory.pk}").status_code == 404
+    assert api(outsider).get(f"/api/memories/{memory.pk}").status_code == 404
+    assert api(acme["employee"]).get(f"/api/memories/{memory.pk}").status_code == 200  # granted engineering
