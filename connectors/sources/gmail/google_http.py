@@ -118,11 +118,11 @@ def build_service(
     *,
     credentials: google.auth.credentials.Credentials,
     api_url: str | None,
-    timeout: float = TIMEOUT_SECONDS,
+    timeout: float | None = None,
 ) -> Any:
     """A google-api-python-client resource whose requests (and token refreshes) go through httplib2
     with a timeout, to `api_url` when the connector sets one."""
-    http = google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout))
+    http = google_auth_httplib2.AuthorizedHttp(credentials, http=httplib2.Http(timeout=timeout or TIMEOUT_SECONDS))
     options = {"api_endpoint": api_url.rstrip("/") + "/"} if api_url else None
     return build(api, version, http=http, static_discovery=True, cache_discovery=False, client_options=options)
 

@@ -382,3 +382,22 @@ def test_per_message_mode_stores_each_message_and_redacts_one_that_is_trashed(
     redacted = Memory.objects.get(organization=source.organization, external_id=f"{first['threadId']}/{second['id']}")
     assert redacted.status == Memory.Status.REDACTED
     assert memory_of(source, f"{first['threadId']}/{first['id']}").status == Memory.Status.ACTIVE
+
+
+def test_a_5xx_is_retryable(mailbox: FakeMailbox, connector: Callable[..., Connector], stub_server: StubServer) -> None:
+    stub_server.route(
+        "GET", "/gmail/v1/users/me/profile", StubResponse(status=503, json={"error": {"code": 503, "message": "Backend Error"}})
+    )
+    with pytest.raises(RetryableSourceError) as caught:
+        pull(connector(), {})
+    assert "503" in caught.value.message and caught.value.retry_after is None
+
+
+def test_a_slow_answer_times_out_as_retryable(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], stub_server: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("connectors.sources.gmail.google_http.TIMEOUT_SECONDS", 0.3)
+    stub_server.route("GET", "/gmail/v1/users/me/profile", StubResponse(json={"historyId": "1"}, delay=3.0))
+    with pytest.raises(RetryableSourceError) as caught:
+        pull(connector(), {})
+    assert "could not be reached" in caught.value.message
