@@ -179,7 +179,8 @@ def setup_instructions(connector: Connector) -> list[SetupStep]:
         ]
     if connector.kind == "slack":
         return [
-            SetupStep("Socket Mode: enable it in your Slack app; the worker connects with the app-level token."),
+            SetupStep("Socket Mode: enable it in your Slack app (Settings → Socket Mode); nothing to paste."),
+            SetupStep("Run `python manage.py slack_socket_mode` next to the worker: it connects with the app-level token."),
             SetupStep("Subscribe to bot events message.channels and message.groups; invite the app to each channel."),
         ]
     return [

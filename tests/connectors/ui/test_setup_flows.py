@@ -133,3 +133,11 @@ def test_an_edit_refused_by_the_source_keeps_the_old_secrets_too(acme: dict[str,
     # One change or none: the new signing secret was rolled back with the refused channels.
     assert connector.credentials["signing_secret"] == SIGNING_SECRET
     assert connector.config["channels"] == ["C06NRA6JLER", "C111"]
+
+
+def test_slack_in_socket_mode_says_what_to_run_instead_of_a_url(acme: dict[str, Any], slack: FakeSlack) -> None:
+    data = slack_form(slack, mode="socket", signing_secret="", app_token="xapp-1-A111-socket-token")
+    response = signed_in(acme["exec"]).post("/connectors/new/slack/", data, follow=True)
+    html = response.content.decode()
+    assert "python manage.py slack_socket_mode" in html and "data-webhook-url" not in html
+    assert Connector.objects.get().credentials["app_token"] == "xapp-1-A111-socket-token"
