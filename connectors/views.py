@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from connectors import presenters, selectors
 from connectors.forms import FORMS, ConnectorForm, attach_error
 from connectors.models import Connector
+from connectors.page_reads import recent_runs
 from connectors.services import connectors as services
 from connectors.services import cron
 from connectors.services import sync as sync_services
@@ -78,7 +79,9 @@ def _after_action(request: HttpRequest, principal: Principal, connector_id: str,
 @require_GET
 def connector_list(request: HttpRequest, principal: Principal) -> HttpResponse:
     now = timezone.now()
-    cards = [presenters.card(c, selectors.runs_for(principal, c.pk, limit=5), now) for c in selectors.connectors_for(principal)]
+    connectors = list(selectors.connectors_for(principal))
+    runs = recent_runs(principal, [c.pk for c in connectors], per_connector=5)
+    cards = [presenters.card(c, runs.get(c.pk, []), now) for c in connectors]
     context = {
         "cards": cards,
         "kinds": [{"kind": kind, **presenters.KIND_BLURBS[kind]} for kind in FORMS],

@@ -8,6 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from support import signed_in
 
@@ -305,3 +307,35 @@ def test_a_refused_edit_says_why_on_the_page_and_changes_nothing(acme: dict[str,
     assert 'id="id_interval_minutes_error"' in response.content.decode()
     inbox.refresh_from_db()
     assert inbox.credentials["refresh_token"] == "refresh-token-1" and inbox.config["label"] == "team"
+
+
+def test_the_list_costs_the_same_queries_for_one_connector_or_many(
+    acme: dict[str, Any], make_connector: Callable[..., Connector]
+) -> None:
+    client = signed_in(acme["exec"])
+    sync_start(connector=make_connector(acme["exec"], name="First"), trigger=SyncRun.Trigger.MANUAL)
+    client.get("/connectors/")
+    with CaptureQueriesContext(connection) as one:
+        client.get("/connectors/")
+    for n in range(4):
+        more = make_connector(acme["exec"], name=f"More {n}")
+        for _ in range(2):
+            SyncRun.objects.create(organization_id=more.organization_id, connector=more, trigger="schedule", status="succeeded")
+    with CaptureQueriesContext(connection) as five:
+        html = client.get("/connectors/").content.decode()
+    assert html.count('class="card connector-card"') == 5
+    assert len(five.captured_queries) == len(one.captured_queries)
+
+
+def test_the_page_lists_only_this_organizations_runs(
+    acme: dict[str, Any], outsider: Membership, make_connector: Callable[..., Connector]
+) -> None:
+    from support import principal
+
+    from connectors.page_reads import recent_runs
+
+    ours, theirs = make_connector(acme["exec"]), make_connector(outsider, name="Globex inbox")
+    sync_start(connector=ours, trigger=SyncRun.Trigger.MANUAL)
+    sync_start(connector=theirs, trigger=SyncRun.Trigger.MANUAL)
+    runs = recent_runs(principal(acme["employee"]), [ours.pk, theirs.pk])
+    assert set(runs) == {ours.pk}
