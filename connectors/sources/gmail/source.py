@@ -9,7 +9,8 @@ Checkpoint: one stream, "history", whose cursor (saved with the items of each pa
 - `after`: the listing's lower bound (epoch seconds); `page_token`: the listing or history page
   to fetch next; `pages_left`: whether the current pass has pages not yet fetched.
 - `pending`: thread ids found but not yet read (a page never reads more than `limit`).
-- `history_next`: the mailbox's historyId reported by the pass's pages, adopted when it ends.
+- `history_next`: the mailbox's historyId reported by the pass's first history page, adopted when
+  the pass ends.
 - `pass_started`: when the current pass began; becomes `synced_at` when it ends, the bound of a
   resync if Google expires `history_id` (a 404), so nothing between the two is missed.
 """
@@ -114,6 +115,7 @@ class GmailSource(Source):
 
     def _start_pass(self, state: dict[str, Any]) -> None:
         state.update(pages_left=True, page_token=None, pass_started=int(time.time()))
+        state.pop("history_next", None)
 
     def _end_pass(self, state: dict[str, Any]) -> None:
         if state.get("mode") == "history" and state.get("history_next"):
@@ -138,7 +140,9 @@ class GmailSource(Source):
                 self._resync(client, state)
                 return
             found = _history_threads(response)
-            if response.get("historyId"):
+            if response.get("historyId") and not state.get("history_next"):
+                # The mailbox's position when the pass began reading: later pages may report a later
+                # one, but what happened after the first page is read again by the next pass, never skipped.
                 state["history_next"] = str(response["historyId"])
         state["page_token"] = response.get("nextPageToken")
         state["pages_left"] = bool(state["page_token"])

@@ -401,3 +401,28 @@ def test_a_slow_answer_times_out_as_retryable(
     with pytest.raises(RetryableSourceError) as caught:
         pull(connector(), {})
     assert "could not be reached" in caught.value.message
+
+
+def test_mail_arriving_while_history_pages_are_read_is_never_skipped(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    source = connector()
+    checkpoint = pull(source, {}).checkpoint
+    for n in range(3):  # two history pages of two records
+        mailbox.add(text=f"before {n}", date=now(), subject=f"b{n}")
+    position_before = mailbox.history_id
+    late: list[dict[str, Any]] = []
+
+    def history(request: Any) -> StubResponse:
+        answer = mailbox._history(request)
+        if not late:  # a message lands right after the first page was answered
+            late.append(mailbox.add(text="arrived mid-pass", date=now(), subject="late"))
+        return answer
+
+    stub_server.route("GET", "/gmail/v1/users/me/history", history)
+    first = pull(source, checkpoint)
+    # The pass resumes from where the mailbox stood at its first page, not from a later page's position.
+    assert first.done and first.checkpoint["history"]["history_id"] == str(position_before)
+    second = pull(source, first.checkpoint)
+    assert late[0]["threadId"] in {i.external_id for i in first.items + second.items}
+    assert second.checkpoint["history"]["history_id"] == str(mailbox.history_id)
