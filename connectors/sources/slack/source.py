@@ -11,10 +11,11 @@ from Slack. Credentials: ``bot_token``, ``signing_secret`` (webhook mode), ``app
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -107,8 +108,6 @@ class SlackSource(Source):
     push: ClassVar[bool] = True
     pull: ClassVar[bool] = True
 
-    client_factory: ClassVar[Callable[..., SlackClient]] = SlackClient
-
     # -- configuration ---------------------------------------------------------------------------
     @classmethod
     def validate_config(
@@ -167,7 +166,7 @@ class SlackSource(Source):
             raise ValidationFailed(f"No scope named {', '.join(missing)} in this organization.", error_code="UNKNOWN_SCOPE")
 
         # Ask Slack what each channel is: its name (for titles) and whether it is private.
-        client = cls.client_factory(token=credentials["bot_token"], api_url=config.get("api_url") or None)
+        client = SlackClient(token=credentials["bot_token"], api_url=config.get("api_url") or None)
         names: dict[str, str] = {}
         private: list[str] = []
         for channel in channels:
@@ -197,7 +196,7 @@ class SlackSource(Source):
     @property
     def client(self) -> SlackClient:
         if not hasattr(self, "_client"):
-            self._client = self.client_factory(
+            self._client = SlackClient(
                 token=self.credentials.get("bot_token", ""),
                 api_url=self.config.get("api_url") or None,
                 cache_namespace=str(self.connector.pk),
@@ -456,6 +455,4 @@ class SlackSource(Source):
 
 
 def _digest(raw: bytes) -> str:
-    import hashlib
-
     return hashlib.sha256(raw).hexdigest()[:32]
