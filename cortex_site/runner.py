@@ -237,10 +237,31 @@ class Supervisor:
                 child.wait()
 
 
+def ensure_dev_connector_key(home: Path) -> None:
+    """A development Fernet key for connector credentials, made once under CORTEX_HOME (0600).
+
+    Production sets CORTEX_CONNECTOR_KEY itself; without it the connectors.E001 check stops start-up.
+    """
+    if os.environ.get("CORTEX_CONNECTOR_KEY"):
+        return
+    from cryptography.fernet import Fernet
+
+    key_file = home / "connector_key"
+    if not (key_file.exists() and key_file.read_text().strip()):
+        home.mkdir(parents=True, exist_ok=True)
+        partial = key_file.with_name(f".connector_key.{os.getpid()}")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(Fernet.generate_key().decode())
+        os.replace(partial, key_file)
+    os.environ["CORTEX_CONNECTOR_KEY"] = key_file.read_text().strip()
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     home = _home()
     home.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("DEBUG", "1")
+    ensure_dev_connector_key(home)
     lock = RunLock(home)
     lock.acquire()
     supervisor = Supervisor()
@@ -308,6 +329,7 @@ def cmd_test(args: argparse.Namespace) -> int:
     """Run pytest against throwaway embedded services, removed afterwards."""
     home = Path(tempfile.mkdtemp(prefix="cortex-test-"))
     os.environ["CORTEX_HOME"] = str(home)
+    ensure_dev_connector_key(home)
     try:
         with embedded_services(home, durable=False) as service_env:
             env = _child_env(service_env)

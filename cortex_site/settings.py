@@ -54,6 +54,50 @@ def _secret_key() -> str:
 
 SECRET_KEY = _secret_key()
 
+
+def _connector_key() -> str:
+    """Fernet key(s) for connector credentials at rest (comma-separated: the first encrypts, all decrypt).
+
+    Empty when unset outside development: the `connectors.E001` system check then stops
+    `migrate`/`runserver`/`check` with a sentence saying how to make one (build steps such as
+    collectstatic need no key), and nothing can store or read credentials without it.
+    """
+    key = env_str("CORTEX_CONNECTOR_KEY")
+    if key:
+        return key
+    # `python -m cortex_site.runner` (make run / make test) generates a development key there.
+    key_file = CORTEX_HOME / "connector_key"
+    if (DEBUG or TESTING) and key_file.exists():
+        return key_file.read_text().strip()
+    return ""
+
+
+CORTEX_CONNECTOR_KEY = _connector_key()
+# A running sync whose heartbeat is older than this is dead (worker killed); the next dispatch resumes it.
+CORTEX_CONNECTOR_LEASE_SECONDS = env_int("CORTEX_CONNECTOR_LEASE_SECONDS", 300, minimum=30)
+# Items asked of a source per page (one transaction each, checkpoint included).
+CORTEX_CONNECTOR_PAGE_SIZE = env_int("CORTEX_CONNECTOR_PAGE_SIZE", 25, minimum=1)
+# Timeout (seconds) of every outbound call a source makes.
+CORTEX_CONNECTOR_HTTP_TIMEOUT = env_float("CORTEX_CONNECTOR_HTTP_TIMEOUT", 20.0, minimum=1.0)
+
+
+def _cron_secrets() -> dict[str, str]:
+    """`CORTEX_CRON_SECRETS="acme=<secret>,globex=<secret>"`: per organization, the secret an external
+    scheduler sends to POST /api/cron/connectors (for hosts where Celery beat cannot run)."""
+    secrets_by_org: dict[str, str] = {}
+    for entry in env_list("CORTEX_CRON_SECRETS", []):
+        slug, sep, secret = entry.partition("=")
+        if not sep or not slug.strip() or len(secret.strip()) < 24:
+            raise ImproperlyConfigured(
+                "CORTEX_CRON_SECRETS is a comma-separated list of <organization-slug>=<secret>, "
+                "each secret at least 24 characters (e.g. from `openssl rand -hex 24`)."
+            )
+        secrets_by_org[slug.strip()] = secret.strip()
+    return secrets_by_org
+
+
+CORTEX_CRON_SECRETS = _cron_secrets()
+
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"] if (DEBUG or TESTING) else [])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 # Public base URL used in links we hand out (MCP config, webhook URLs, memory links).
@@ -158,6 +202,8 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
+    # Enqueues every connector whose interval has passed (and takes over runs whose lease expired).
+    "connectors-dispatch-due": {"task": "connectors.dispatch_due", "schedule": 60.0},
 }
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from oauth2_provider.views import OAuthServerMetadataView
 
+from connectors.cron_api import CronDispatchView
 from cortex_site.health import healthz
 from memories.views import auth, styleguide
 
@@ -14,6 +15,8 @@ urlpatterns = [
     path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/cron/connectors", CronDispatchView.as_view(), name="api-cron-connectors"),
+    path("api/", include("connectors.api_urls")),
     path("api/", include("memories.api.urls")),
     path("admin/", admin.site.urls),
     # OAuth 2.1 for MCP clients: RFC 8414 metadata at the root, the endpoints under /oauth/.

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.test import Client
+from support.stub_server import stub_server  # noqa: F401  (the shared loopback stub fixture, for every test)
 
 from memories.access import Principal
 from memories.models import Membership, Organization, Scope

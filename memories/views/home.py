@@ -10,6 +10,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
+from connectors.selectors import connectors_for
 from memories.access import Principal
 from memories.selectors import dashboard
 from memories.selectors.conflicts import visible_conflicts
@@ -49,7 +50,7 @@ def home(request: HttpRequest, principal: Principal) -> HttpResponse:
         "chart": weekly_chart(principal),
         "recent": memory_rows(principal, dashboard.recent_memories(principal)),
         "open_conflicts": visible_conflicts(principal, status="open").count(),
-        "connectors": dashboard.connector_health(principal),
+        "connectors": list(connectors_for(principal)),
         "scopes": principal.readable_scopes(),
         "writable": principal.writable_scope_ids,
     }

@@ -12,12 +12,6 @@ from memories.views.common import principal_view
 
 @principal_view
 @require_GET
-def connectors_soon(request: HttpRequest, principal: Principal) -> HttpResponse:
-    return render(request, "memories/coming_soon.html", {"feature": "connectors"})
-
-
-@principal_view
-@require_GET
 def audit_soon(request: HttpRequest, principal: Principal) -> HttpResponse:
     if not principal.is_admin:
         raise Http404("No such page")  # the audit log is for admins; others see no trace of it

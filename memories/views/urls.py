@@ -1,6 +1,6 @@
 """Browser routes for memories, the dashboard and settings (the API lives under /api/)."""
 
-from django.urls import path
+from django.urls import include, path
 
 from memories.views import ask, briefs, conflicts, entities, home, memories, placeholders, settings_pages
 
@@ -35,7 +35,7 @@ urlpatterns = [
     path("settings/scopes/<str:slug>/", settings_pages.scope_update, name="settings-scope-update"),
     path("settings/grants/", settings_pages.grant_set, name="settings-grant-set"),
     path("settings/grants/revoke/", settings_pages.grant_revoke, name="settings-grant-revoke"),
-    # Until the connectors and audit issues bring their pages (their routes replace these).
-    path("connectors/", placeholders.connectors_soon, name="connectors"),
+    path("connectors/", include("connectors.urls")),
+    # Until the audit issue brings its page (its route replaces this).
     path("audit/", placeholders.audit_soon, name="audit"),
 ]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
+from support.stub_server import ANY_PATH, Received, StubResponse, StubServer
 
 from memories.embeddings.factory import build_embedder, get_embedder
 from memories.embeddings.hashing import HashEmbedder
@@ -48,24 +48,31 @@ def test_get_embedder_follows_settings_and_is_built_once() -> None:
 
 
 @pytest.mark.usefixtures("fresh_embedder_cache")
-def test_get_embedder_passes_the_openai_key_and_base_url_from_settings(stub_server: Any) -> None:
+def test_get_embedder_passes_the_openai_key_and_base_url_from_settings(stub_server: StubServer) -> None:
     from django.test import override_settings
 
-    def respond(body: Any) -> tuple[int, Any]:
+    def respond(request: Received) -> StubResponse:
+        body = request.json()
         data = [{"object": "embedding", "index": i, "embedding": [1.0] * 8} for i, _ in enumerate(body["input"])]
-        return 200, {"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        return StubResponse(
+            json={"object": "list", "data": data, "model": body["model"], "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        )
 
-    stub_server.responder = respond
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        respond,
+    )
     with override_settings(
         CORTEX_EMBEDDER="openai",
         CORTEX_EMBED_MODEL="text-embedding-3-large",
         CORTEX_EMBED_DIM=8,
         OPENAI_API_KEY="sk-from-settings",
-        OPENAI_BASE_URL=f"{stub_server.base_url}/v1",
+        OPENAI_BASE_URL=f"{stub_server.url}/v1",
     ):
         vectors = get_embedder().embed(["hello"])
 
     assert vectors.shape == (1, 8)
     [request] = stub_server.received
     assert request.headers["authorization"] == "Bearer sk-from-settings"
-    assert request.body["model"] == "text-embedding-3-large"
+    assert request.json()["model"] == "text-embedding-3-large"

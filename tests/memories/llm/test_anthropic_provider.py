@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.stub_server import ANY_PATH, StubResponse, StubServer
 
 from memories.llm.anthropic_provider import AnthropicProvider
 from memories.llm.base import LLMInvalidOutput
@@ -24,9 +25,13 @@ def _provider(stub_url: str, **overrides: Any) -> AnthropicProvider:
     return AnthropicProvider(**options)
 
 
-def test_structured_answer_is_forced_through_the_answer_tool(stub: Any, payload: Callable[[str], Any]) -> None:
-    stub.reply(200, payload("anthropic_message_tool_use"))
-    llm = _provider(stub.url)
+def test_structured_answer_is_forced_through_the_answer_tool(stub_server: StubServer, payload: Callable[[str], Any]) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=payload("anthropic_message_tool_use")),
+    )
+    llm = _provider(stub_server.url)
 
     answer = llm.generate(
         "Do these two memories conflict?",
@@ -41,46 +46,58 @@ def test_structured_answer_is_forced_through_the_answer_tool(stub: Any, payload:
     assert (answer.provider, answer.model) == ("anthropic", "claude-sonnet-5-5")
     assert llm.label == "anthropic:claude-sonnet-5-5"
 
-    [request] = stub.requests
+    [request] = stub_server.received
     assert request.path == "/v1/messages"
     assert request.headers["authorization"] == "Bearer sk-ant-test-secret"
     assert "anthropic-version" in request.headers
-    assert request.body["model"] == "claude-sonnet-5-5"
-    assert request.body["max_tokens"] == 300
-    assert request.body["system"] == "You compare team memories."
-    assert request.body["messages"] == [{"role": "user", "content": "Do these two memories conflict?"}]
-    [tool] = request.body["tools"]
+    assert request.json()["model"] == "claude-sonnet-5-5"
+    assert request.json()["max_tokens"] == 300
+    assert request.json()["system"] == "You compare team memories."
+    assert request.json()["messages"] == [{"role": "user", "content": "Do these two memories conflict?"}]
+    [tool] = request.json()["tools"]
     assert (tool["name"], tool["input_schema"]) == ("answer", CONFLICT_SCHEMA)
-    assert request.body["tool_choice"] == {"type": "tool", "name": "answer"}
+    assert request.json()["tool_choice"] == {"type": "tool", "name": "answer"}
     # The API version the SDK speaks rejects sampling parameters.
-    assert "temperature" not in request.body
+    assert "temperature" not in request.json()
 
 
-def test_plain_answer_joins_the_text_blocks(stub: Any, payload: Callable[[str], Any]) -> None:
-    stub.reply(200, payload("anthropic_message_text"))
+def test_plain_answer_joins_the_text_blocks(stub_server: StubServer, payload: Callable[[str], Any]) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=payload("anthropic_message_text")),
+    )
 
-    answer = _provider(stub.url, model="claude-haiku-4-5").generate("What did we decide?")
+    answer = _provider(stub_server.url, model="claude-haiku-4-5").generate("What did we decide?")
 
     assert answer.text == "The team agreed to ship the importer in June."
     assert answer.data is None
     assert (answer.input_tokens, answer.output_tokens) == (25, 13)
-    [request] = stub.requests
-    assert request.body["model"] == "claude-haiku-4-5"
-    assert "tools" not in request.body
-    assert "system" not in request.body
+    [request] = stub_server.received
+    assert request.json()["model"] == "claude-haiku-4-5"
+    assert "tools" not in request.json()
+    assert "system" not in request.json()
 
 
-def test_tool_input_that_breaks_the_schema_is_invalid_output(stub: Any, payload: Callable[[str], Any]) -> None:
+def test_tool_input_that_breaks_the_schema_is_invalid_output(stub_server: StubServer, payload: Callable[[str], Any]) -> None:
     message = payload("anthropic_message_tool_use")
     message["content"][0]["input"] = {"conflict": "yes"}
-    stub.reply(200, message)
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=message),
+    )
 
     with pytest.raises(LLMInvalidOutput, match="schema"):
-        _provider(stub.url).generate("Compare.", json_schema=CONFLICT_SCHEMA)
+        _provider(stub_server.url).generate("Compare.", json_schema=CONFLICT_SCHEMA)
 
 
-def test_an_answer_without_the_tool_call_is_invalid_output(stub: Any, payload: Callable[[str], Any]) -> None:
-    stub.reply(200, payload("anthropic_message_text"))
+def test_an_answer_without_the_tool_call_is_invalid_output(stub_server: StubServer, payload: Callable[[str], Any]) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=payload("anthropic_message_text")),
+    )
 
     with pytest.raises(LLMInvalidOutput, match="did not call"):
-        _provider(stub.url).generate("Compare.", json_schema=CONFLICT_SCHEMA)
+        _provider(stub_server.url).generate("Compare.", json_schema=CONFLICT_SCHEMA)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from support.stub_server import ANY_PATH, StubResponse, StubServer
 
 from memories.llm.factory import build_llm, get_llm
 
@@ -60,14 +61,14 @@ def test_get_llm_is_none_by_default_setting(llm_settings: Callable[..., None]) -
 
 
 def test_get_llm_builds_the_configured_provider_once_and_rebuilds_on_change(
-    llm_settings: Callable[..., None], stub: Any, payload: Callable[[str], Any]
+    llm_settings: Callable[..., None], stub_server: StubServer, payload: Callable[[str], Any]
 ) -> None:
     llm_settings(
         CORTEX_LLM="anthropic",
         CORTEX_LLM_MODEL="claude-haiku-4-5",
         CORTEX_LLM_TIMEOUT=5.0,
         ANTHROPIC_API_KEY="sk-ant-from-settings",
-        ANTHROPIC_BASE_URL=stub.url,
+        ANTHROPIC_BASE_URL=stub_server.url,
     )
 
     llm = get_llm()
@@ -76,9 +77,13 @@ def test_get_llm_builds_the_configured_provider_once_and_rebuilds_on_change(
     assert llm.label == "anthropic:claude-haiku-4-5"
     assert get_llm() is llm
 
-    stub.reply(200, payload("anthropic_message_text"))
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=payload("anthropic_message_text")),
+    )
     llm.generate("What did we decide?")
-    [request] = stub.requests
+    [request] = stub_server.received
     assert request.headers["authorization"] == "Bearer sk-ant-from-settings"
 
     llm_settings(CORTEX_LLM_MODEL="claude-opus-4-7")

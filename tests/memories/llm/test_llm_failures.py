@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from support.stub_server import ANY_PATH, StubResponse, StubServer
 
 from memories.llm.base import LLMInvalidOutput, LLMProvider, LLMUnavailable
 from memories.llm.factory import build_llm
@@ -47,81 +48,107 @@ ids = [provider.name for provider in PROVIDERS]
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
 def test_one_transient_failure_is_retried_once_and_then_succeeds(
-    provider: Provider, stub: Any, payload: Callable[[str], Any]
+    provider: Provider, stub_server: StubServer, payload: Callable[[str], Any]
 ) -> None:
-    stub.reply(provider.overloaded_status, payload(provider.overloaded))
-    stub.reply(200, payload(provider.ok))
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(status=provider.overloaded_status, json=payload(provider.overloaded)),
+        StubResponse(json=payload(provider.ok)),
+    )
 
-    answer = provider.build(stub.url).generate("Summarise the meeting.")
+    answer = provider.build(stub_server.url).generate("Summarise the meeting.")
 
     assert answer.text
     assert answer.provider == provider.name
-    assert len(stub.requests) == 2
+    assert len(stub_server.received) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
-def test_two_transient_failures_make_the_llm_unavailable(provider: Provider, stub: Any, payload: Callable[[str], Any]) -> None:
-    stub.reply(provider.overloaded_status, payload(provider.overloaded))
-    stub.reply(provider.overloaded_status, payload(provider.overloaded))
-    stub.reply(200, payload(provider.ok))  # must never be reached
+def test_two_transient_failures_make_the_llm_unavailable(
+    provider: Provider, stub_server: StubServer, payload: Callable[[str], Any]
+) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(status=provider.overloaded_status, json=payload(provider.overloaded)),
+        StubResponse(status=provider.overloaded_status, json=payload(provider.overloaded)),
+        StubResponse(json=payload(provider.ok)),  # must never be reached
+    )
 
     with pytest.raises(LLMUnavailable) as caught:
-        provider.build(stub.url).generate("Summarise the meeting.")
+        provider.build(stub_server.url).generate("Summarise the meeting.")
 
     assert caught.value.retryable
     assert str(provider.overloaded_status) in str(caught.value)
-    assert len(stub.requests) == 2
+    assert len(stub_server.received) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
-def test_rate_limit_is_retried(provider: Provider, stub: Any, payload: Callable[[str], Any]) -> None:
-    stub.reply(429, {"error": {"message": "Rate limit reached", "code": 429}})
-    stub.reply(200, payload(provider.ok))
+def test_rate_limit_is_retried(provider: Provider, stub_server: StubServer, payload: Callable[[str], Any]) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(status=429, json={"error": {"message": "Rate limit reached", "code": 429}}),
+        StubResponse(json=payload(provider.ok)),
+    )
 
-    provider.build(stub.url).generate("Summarise the meeting.")
+    provider.build(stub_server.url).generate("Summarise the meeting.")
 
-    assert len(stub.requests) == 2
+    assert len(stub_server.received) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
 def test_rejected_key_is_unavailable_without_retry_and_without_the_key(
-    provider: Provider, stub: Any, payload: Callable[[str], Any]
+    provider: Provider, stub_server: StubServer, payload: Callable[[str], Any]
 ) -> None:
-    stub.reply(401, payload(provider.rejected))
-    stub.reply(200, payload(provider.ok))  # must never be reached
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(status=401, json=payload(provider.rejected)),
+        StubResponse(json=payload(provider.ok)),  # must never be reached
+    )
 
     with pytest.raises(LLMUnavailable, match="rejected the API key") as caught:
-        provider.build(stub.url).generate("Summarise the meeting.")
+        provider.build(stub_server.url).generate("Summarise the meeting.")
 
     assert not caught.value.retryable
     assert SECRET not in str(caught.value)
-    assert len(stub.requests) == 1
+    assert len(stub_server.received) == 1
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
-def test_other_client_errors_are_not_retried_and_carry_the_server_message(provider: Provider, stub: Any) -> None:
-    stub.reply(404, {"error": {"message": "model 'nope' not found", "code": 404}})
+def test_other_client_errors_are_not_retried_and_carry_the_server_message(provider: Provider, stub_server: StubServer) -> None:
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(status=404, json={"error": {"message": "model 'nope' not found", "code": 404}}),
+    )
 
     with pytest.raises(LLMUnavailable, match="HTTP 404: model 'nope' not found") as caught:
-        provider.build(stub.url).generate("Summarise the meeting.")
+        provider.build(stub_server.url).generate("Summarise the meeting.")
 
     assert not caught.value.retryable
-    assert len(stub.requests) == 1
+    assert len(stub_server.received) == 1
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
 def test_a_server_slower_than_the_timeout_makes_the_llm_unavailable(
-    provider: Provider, stub: Any, payload: Callable[[str], Any]
+    provider: Provider, stub_server: StubServer, payload: Callable[[str], Any]
 ) -> None:
-    stub.reply(200, payload(provider.ok), delay=3.0)
-    stub.reply(200, payload(provider.ok), delay=3.0)
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=payload(provider.ok), delay=3.0),
+        StubResponse(json=payload(provider.ok), delay=3.0),
+    )
 
     with pytest.raises(LLMUnavailable, match="timed out") as caught:
-        provider.build(stub.url, timeout=0.2).generate("Summarise the meeting.")
+        provider.build(stub_server.url, timeout=0.2).generate("Summarise the meeting.")
 
     assert caught.value.retryable
     # A timeout counts as transient: exactly one retry.
-    assert len(stub.requests) == 2
+    assert len(stub_server.received) == 2
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
@@ -137,24 +164,30 @@ def test_an_unreachable_server_makes_the_llm_unavailable(provider: Provider) -> 
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
-def test_missing_key_is_unavailable_without_a_request(provider: Provider, stub: Any) -> None:
-    llm = build_llm(provider.name, api_key=None, base_url=f"{stub.url}{provider.path_prefix}")
+def test_missing_key_is_unavailable_without_a_request(provider: Provider, stub_server: StubServer) -> None:
+    llm = build_llm(provider.name, api_key=None, base_url=f"{stub_server.url}{provider.path_prefix}")
     assert llm is not None
 
     with pytest.raises(LLMUnavailable, match="API_KEY is not set") as caught:
         llm.generate("Summarise the meeting.")
 
     assert not caught.value.retryable
-    assert stub.requests == []
+    assert stub_server.received == []
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=ids)
 @pytest.mark.parametrize("body", [{"detail": "Not Found"}, "<html>Welcome</html>", []], ids=["other-api", "web-page", "list"])
-def test_a_server_that_does_not_speak_the_api_gives_an_llm_error_not_a_crash(provider: Provider, body: Any, stub: Any) -> None:
+def test_a_server_that_does_not_speak_the_api_gives_an_llm_error_not_a_crash(
+    provider: Provider, body: Any, stub_server: StubServer
+) -> None:
     # What a wrong base URL (a proxy's landing page, another service) looks like.
-    stub.reply(200, body)
+    stub_server.route(
+        "POST",
+        ANY_PATH,
+        StubResponse(json=body),
+    )
 
     with pytest.raises((LLMUnavailable, LLMInvalidOutput)):
-        provider.build(stub.url).generate("Summarise the meeting.", json_schema={"type": "object"})
+        provider.build(stub_server.url).generate("Summarise the meeting.", json_schema={"type": "object"})
 
-    assert len(stub.requests) == 1
+    assert len(stub_server.received) == 1

@@ -1,0 +1,228 @@
+"""GitHub webhook benchmark: answer latency under a burst of signed merged-PR deliveries (not a test).
+
+    .venv/bin/python bench/github_webhooks.py                        # 500 deliveries, 20 in flight (starts embedded services)
+    .venv/bin/python bench/github_webhooks.py --deliveries 500 --concurrency 20
+
+Cortex's web process (uvicorn, as `make run` starts it) and a Celery worker on the `connectors`
+queue; a burst of N `pull_request` closed-and-merged deliveries — the recorded payload
+(tests/connectors/github/fixtures/pull_request__closed_merged.json) with a distinct number and
+title each, a distinct X-GitHub-Delivery and a correct X-Hub-Signature-256 — posted to
+/api/webhooks/github/<id> by `--concurrency` client threads at once. Reported: answer latency
+p50/p95/max as the client saw it (signature check, Delivery row, audit event, enqueue, answer;
+GitHub's limit is 10 s, the target p95 < 100 ms), and how long the worker took to turn every
+delivery into a memory, fetching each PR's changed files with PyGithub from a loopback stub
+(GitHub is outside this machine: its real latency is not in the drain figure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import hashlib
+import hmac
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
+
+from recall import database_url, drop_database, ensure_database, loadavg, machine, percentiles  # noqa: E402
+
+HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-github").resolve()
+FIXTURE = ROOT / "tests" / "connectors" / "github" / "fixtures" / "pull_request__closed_merged.json"
+SECRET = "bench-webhook-secret"  # noqa: S105 - the loopback benchmark signs with its own throwaway secret
+REPO = "robvanderleek/create-issue-branch"
+
+
+def drive(args: argparse.Namespace) -> int:
+    from cortex_site.runner import embedded_services, ensure_dev_connector_key
+
+    HOME.mkdir(parents=True, exist_ok=True)
+    ensure_dev_connector_key(HOME)
+    with embedded_services(HOME) as services:
+        env = {**os.environ, **services}
+        env.update(
+            DJANGO_SETTINGS_MODULE="cortex_site.settings",
+            CORTEX_HOME=str(HOME),
+            SECRET_KEY=env.get("SECRET_KEY") or "bench-only-secret-key",
+            CELERY_TASK_ALWAYS_EAGER="0",
+            CORTEX_EMBEDDER="hash",
+            PYTHONUNBUFFERED="1",
+            NO_PROXY="127.0.0.1,localhost",
+            no_proxy="127.0.0.1,localhost",
+        )
+        env["DATABASE_URL"] = database_url(env["DATABASE_URL"], "cortex_bench_github")
+        command = [sys.executable, str(Path(__file__).resolve()), "--phase", str(args.deliveries), str(args.concurrency)]
+        result: dict[str, Any] = {}
+        with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
+            assert child.stdout is not None
+            for line in child.stdout:
+                if line.startswith("RESULT "):
+                    result = json.loads(line[len("RESULT ") :])
+                else:
+                    print(line, end="", flush=True)
+        if child.returncode != 0:
+            raise SystemExit(f"the benchmark phase failed (exit {child.returncode})")
+    result["machine"] = machine()
+    output = Path(args.json or HOME / "results.json")
+    output.write_text(json.dumps(result, indent=2))
+    ms = result["answer_ms"]
+    print(f"\nresults written to {output}")
+    print(
+        f"machine: {result['machine']}\n"
+        f"github webhook: {result['deliveries']} signed merged-PR deliveries, {result['concurrency']} at a time: "
+        f"answer p50 {ms['p50']:.1f} ms, p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {result['statuses']}; "
+        f"burst sent in {result['burst_s']:.2f} s; worker turned all into memories {result['drain_s']:.1f} s after the burst "
+        f"began ({result['memories']} memories, {result['failed']} failed); load {result['loadavg']}"
+    )
+    return 0
+
+
+def phase(count: int, concurrency: int) -> dict[str, Any]:
+    drop_database()
+    ensure_database()
+    import django
+
+    django.setup()
+    import httpx
+    from django.core.cache import cache
+    from django.core.management import call_command
+    from support.stub_server import StubResponse, StubServer
+    from synthetic import memory
+
+    from connectors.models import Delivery
+    from connectors.services.connectors import connector_create
+    from cortex_site.runner import web_command, worker_command
+    from memories.access import Principal
+    from memories.models import Membership, Memory
+    from memories.services import tenancy
+
+    call_command("migrate", verbosity=0)
+    cache.clear()
+    stub = StubServer()
+    stub.start()
+    stub.route(
+        "GET",
+        rf"/repos/{REPO}/pulls/\d+/files",
+        StubResponse(json=[{"filename": "README.md", "status": "modified", "additions": 2, "deletions": 1}]),
+    )
+    org = tenancy.organization_create(slug="github-bench")
+    admin = tenancy.member_add(organization=org, email="admin@github.bench", clearance="Executive", role=Membership.Role.ADMIN)
+    connector = connector_create(
+        principal=Principal(Membership.objects.select_related("organization", "user").get(pk=admin.pk)),
+        kind="github",
+        name="Bench GitHub",
+        config={"repositories": [REPO], "api_url": stub.url},
+        credentials={"token": "bench-token-not-real", "webhook_secret": SECRET},
+    ).connector
+    recorded = json.loads(FIXTURE.read_text())
+    bodies = []
+    for i in range(count + 10):
+        payload = copy.deepcopy(recorded)
+        payload["pull_request"].update(
+            number=1000 + i, title=f"Bench change {i}", body=memory(20261201, i, allow_long=False).content[:600]
+        )
+        bodies.append(json.dumps(payload).encode())
+
+    port = str(50000 + os.getpid() % 10000)
+    os.environ.update(PORT=port, HOST="127.0.0.1", ALLOWED_HOSTS="127.0.0.1,localhost")
+    logs = HOME / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with (logs / "web.log").open("w") as web_log, (logs / "worker.log").open("w") as worker_log:
+        web = subprocess.Popen(web_command(), env=dict(os.environ), cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+        worker = subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+    try:
+        url = f"http://127.0.0.1:{port}/api/webhooks/github/{connector.pk}"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                break
+            except httpx.HTTPError:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the web process did not come up") from None
+                time.sleep(0.2)
+        local = threading.local()
+
+        def send(body: bytes) -> tuple[float, str]:
+            client = getattr(local, "client", None)
+            if client is None:
+                client = local.client = httpx.Client(timeout=30)
+            headers = {
+                "Content-Type": "application/json",
+                "X-GitHub-Event": "pull_request",
+                "X-GitHub-Delivery": str(uuid.uuid4()),
+                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+            }
+            t0 = time.perf_counter()
+            try:
+                status = str(client.post(url, content=body, headers=headers).status_code)
+            except httpx.HTTPError as error:  # counted, not hidden: GitHub would show it as a failed delivery
+                status = type(error).__name__
+                local.client = None
+            return (time.perf_counter() - t0) * 1000, status
+
+        for body in bodies[:10]:  # warm-up: connections, first requests
+            send(body)
+        before = loadavg()
+        started = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=concurrency) as pool:
+            outcomes = list(pool.map(send, bodies[10:]))
+        burst = time.perf_counter() - started
+        statuses: dict[str, int] = {}
+        for _, status in outcomes:
+            statuses[status] = statuses.get(status, 0) + 1
+        deadline = time.monotonic() + 900
+        while Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).exists():
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        drain = time.perf_counter() - started
+        return {
+            "phase": "github_webhook",
+            "deliveries": count,
+            "concurrency": concurrency,
+            "answer_ms": percentiles([ms for ms, _ in outcomes]),
+            "statuses": statuses,
+            "burst_s": round(burst, 2),
+            "drain_s": round(drain, 1),
+            "memories": Memory.objects.filter(organization_id=org.pk, source="GitHub").count(),
+            "failed": Delivery.objects.filter(connector=connector, status=Delivery.Status.FAILED).count(),
+            "loadavg": f"{before} → {loadavg()}",
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+        }
+    finally:
+        for process in (web, worker):
+            process.terminate()
+        for process in (web, worker):
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+        stub.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--deliveries", type=int, default=500, help="signed deliveries in the burst")
+    parser.add_argument("--concurrency", type=int, default=20, help="deliveries in flight at once")
+    parser.add_argument("--json", help="where to write results (default $CORTEX_BENCH_HOME/results.json)")
+    parser.add_argument("--phase", nargs=2, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        print("RESULT " + json.dumps(phase(int(args.phase[0]), int(args.phase[1]))), flush=True)
+        return 0
+    return drive(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,231 @@
+"""Webhook deliveries: verify → store (deduplicated) → enqueue on commit → answer; then a worker
+turns the stored payload into memories through the same upsert as a sync page.
+
+The signature is checked on the raw body before anything is parsed. A delivery id seen before
+is answered as a success and does nothing, so a source's retries never duplicate a memory.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from audit.models import AuditEvent
+from audit.services import Actor, record
+from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
+from connectors.models import Connector, Delivery, SyncRun
+from connectors.registry import SOURCES, source_for
+from connectors.services import backoff
+from connectors.services.connectors import connector_set_error
+from connectors.services.sync import _apply_counts, _connector_lock, upsert_items
+from cortex_site.errors import CortexError, NotFound
+
+logger = logging.getLogger(__name__)
+
+DELIVERY_ATTEMPTS = 6
+
+
+class SignatureRejected(CortexError):
+    status = 401
+    error_code = "INVALID_SIGNATURE"
+    default_message = "The webhook signature does not verify."
+
+
+@dataclass(frozen=True)
+class DeliveryAnswer:
+    status: int
+    body: dict[str, Any]
+
+
+def _webhook_actor(connector: Connector) -> Actor:
+    return Actor(kind=AuditEvent.ActorKind.ANONYMOUS, label=f"{connector.kind} webhook", connector_id=str(connector.pk))
+
+
+def _connector(kind: str, connector_id: Any) -> Connector:
+    import uuid
+
+    try:
+        pk = uuid.UUID(str(connector_id))
+    except ValueError:
+        raise NotFound("No such webhook.") from None
+    connector = Connector.objects.filter(pk=pk, kind=kind).first() if kind in SOURCES else None
+    if connector is None:
+        raise NotFound("No such webhook.")
+    return connector
+
+
+def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str], body: bytes) -> DeliveryAnswer:
+    """Everything a webhook view does; raises NotFound (unknown connector) or SignatureRejected (401)."""
+    connector = _connector(kind, connector_id)
+    source = source_for(connector)
+    try:
+        source.verify_delivery(headers=headers, body=body)
+    except InvalidSignature as exc:
+        record(
+            "webhook.reject",
+            organization=connector.organization_id,
+            actor=_webhook_actor(connector),
+            target_type="connector",
+            target_id=connector.pk,
+            outcome=AuditEvent.Outcome.DENIED,
+            details={"kind": kind, "reason": exc.message},
+        )
+        raise SignatureRejected(exc.message) from None
+    parsed = source.parse_delivery(headers=headers, body=body)
+    if parsed.immediate_response is not None:
+        return DeliveryAnswer(200, parsed.immediate_response)
+    paused = connector.status == Connector.Status.PAUSED
+    ignored = parsed.ignored or paused
+    reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
+    with transaction.atomic():
+        delivery, created = Delivery.objects.get_or_create(
+            connector=connector,
+            delivery_id=parsed.delivery_id[:200],
+            defaults={
+                "organization_id": connector.organization_id,
+                "event": parsed.event[:100],
+                "status": Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
+                # An ignored delivery keeps what it was, not its content.
+                "payload": {} if ignored else parsed.payload,
+                "error": reason if ignored else "",
+                "processed_at": timezone.now() if ignored else None,
+            },
+        )
+        audit_details = {"kind": kind, "event": parsed.event, "delivery_id": parsed.delivery_id}
+        if not created:
+            action, answer = "webhook.duplicate", DeliveryAnswer(200, {"ok": True, "duplicate": True})
+        elif ignored:
+            action, answer = "webhook.ignore", DeliveryAnswer(202, {"ok": True, "ignored": True, "reason": reason})
+            audit_details["reason"] = reason
+        else:
+            action, answer = "webhook.accept", DeliveryAnswer(200, {"ok": True, "delivery": str(delivery.pk)})
+            delivery_pk = delivery.pk
+            transaction.on_commit(lambda: _enqueue(delivery_pk))
+        record(
+            action,
+            organization=connector.organization_id,
+            actor=_webhook_actor(connector),
+            target_type="delivery",
+            target_id=delivery.pk,
+            details=audit_details,
+        )
+    return answer
+
+
+def _enqueue(delivery_id: Any) -> None:
+    from connectors.tasks import process_delivery
+
+    process_delivery.delay(str(delivery_id))
+
+
+@dataclass(frozen=True)
+class DeliveryOutcome:
+    retry_after: float | None = None
+
+
+def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
+    """Turn a stored delivery into memories, once (a processed delivery is left alone)."""
+    delivery = Delivery.objects.select_related("connector").filter(pk=delivery_id).first()
+    if delivery is None or delivery.status != Delivery.Status.RECEIVED:
+        return DeliveryOutcome()
+    connector = delivery.connector
+    wait = backoff.remaining(connector.pk)
+    if wait > 0:
+        if attempt >= 4 * DELIVERY_ATTEMPTS:
+            delivery_give_up(delivery_id=delivery.pk, message="The source kept asking Cortex to wait.")
+            return DeliveryOutcome()
+        return DeliveryOutcome(retry_after=wait)
+    failure: Exception | None = None
+    with transaction.atomic():
+        delivery = Delivery.objects.select_for_update(skip_locked=True).filter(pk=delivery_id).first()
+        if delivery is None or delivery.status != Delivery.Status.RECEIVED:
+            return DeliveryOutcome()  # another worker has it, or had it
+        _connector_lock(connector.pk)
+        source = source_for(connector)
+        delivery.attempts += 1
+        try:
+            items = source.items_from_delivery(delivery.payload)
+        except (RetryableSourceError, PermanentSourceError) as exc:
+            failure = exc
+        except Exception as exc:
+            logger.exception("connector %s: delivery %s could not be processed", connector.pk, delivery.pk)
+            failure = exc
+        if failure is None:
+            now = timezone.now()
+            run = SyncRun(
+                organization_id=connector.organization_id,
+                connector=connector,
+                trigger=SyncRun.Trigger.WEBHOOK,
+                status=SyncRun.Status.SUCCEEDED,
+                started_at=now,
+                heartbeat_at=now,
+            )
+            counts = upsert_items(connector=connector, source=source, items=items)
+            _apply_counts(run, counts)
+            run.progress_done = len(items)
+            run.finished_at = timezone.now()
+            run.save(force_insert=True)
+            delivery.status = (
+                Delivery.Status.FAILED if counts.failed and not (counts.created or counts.updated) else Delivery.Status.PROCESSED
+            )
+            delivery.error = "; ".join(f["reason"] for f in counts.failures)[:2000]
+            delivery.processed_at = run.finished_at
+            delivery.save()
+            Connector.objects.filter(pk=connector.pk).update(last_synced_at=run.finished_at)
+            record(
+                "connector.sync_finish",
+                organization=connector.organization_id,
+                actor=_connector_actor(connector),
+                target_type="sync_run",
+                target_id=run.pk,
+                details={
+                    "connector": str(connector.pk),
+                    "kind": connector.kind,
+                    "trigger": run.trigger,
+                    "delivery": str(delivery.pk),
+                    "status": run.status,
+                    "created": run.items_created,
+                    "updated": run.items_updated,
+                    "redacted": run.items_redacted,
+                    "skipped": run.items_skipped,
+                    "failed": run.items_failed,
+                },
+            )
+            return DeliveryOutcome()
+        delivery.save(update_fields=["attempts"])
+    return _delivery_failed(delivery, connector, failure, attempt)
+
+
+def _connector_actor(connector: Connector) -> Actor:
+    from memories.access import Principal
+
+    return Principal.as_connector(connector).actor
+
+
+def _delivery_failed(delivery: Delivery, connector: Connector, failure: Exception, attempt: int) -> DeliveryOutcome:
+    if isinstance(failure, RetryableSourceError):
+        if failure.retry_after:
+            backoff.set(connector.pk, failure.retry_after)
+        if attempt + 1 < DELIVERY_ATTEMPTS:
+            delay = failure.retry_after or min(600.0, 15.0 * 2**attempt)
+            Delivery.objects.filter(pk=delivery.pk).update(error=f"{failure.message} Retrying in {int(delay)} s.")
+            return DeliveryOutcome(retry_after=delay)
+        message = f"Gave up after {DELIVERY_ATTEMPTS} attempts: {failure.message}"
+    elif isinstance(failure, PermanentSourceError):
+        message = failure.message
+        connector_set_error(connector=connector, message=message)
+    else:
+        message = f"An unexpected error stopped processing ({type(failure).__name__}); it is logged."
+    Delivery.objects.filter(pk=delivery.pk).update(status=Delivery.Status.FAILED, error=message, processed_at=timezone.now())
+    return DeliveryOutcome()
+
+
+def delivery_give_up(*, delivery_id: Any, message: str) -> None:
+    Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.RECEIVED).update(
+        status=Delivery.Status.FAILED, error=message, processed_at=timezone.now()
+    )

@@ -1,0 +1,228 @@
+"""GitHub webhooks end to end: signed recorded deliveries → Delivery → worker (eager) → memory,
+with PyGithub fetching the changed files from the loopback stub."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from github_webhooks import github_fixture, github_json, github_signature
+from support import assert_envelope
+from support.stub_server import StubResponse, StubServer
+
+from audit.models import AuditEvent
+from connectors.models import Connector, ConnectorItem, Delivery, SyncRun
+from memories.models import Memory
+
+pytestmark = pytest.mark.django_db
+
+REPO = "robvanderleek/create-issue-branch"
+FILES_PATH = f"/repos/{REPO}/pulls/117/files"
+MERGED = "pull_request__closed_merged.json"
+FILES = [
+    {"sha": "a1", "filename": "README.md", "status": "modified", "additions": 3, "deletions": 1, "changes": 4},
+    {"sha": "b2", "filename": "src/app.js", "status": "added", "additions": 40, "deletions": 0, "changes": 40},
+]
+
+
+def _memories(connector: Connector) -> list[Memory]:
+    return list(Memory.objects.filter(organization_id=connector.organization_id, source="GitHub").order_by("created_at"))
+
+
+def test_a_merged_pull_request_becomes_a_memory_with_its_changed_files(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    stub_server.route("GET", FILES_PATH, StubResponse(json=FILES))
+    stub_server.route("GET", f"/repos/{REPO}/pulls/111", StubResponse(status=404, json={"message": "Not Found"}))
+    connector = make_github(acme["exec"])
+
+    response = post_github(connector, github_fixture(MERGED), delivery="d-117")
+
+    assert response.status_code == 200, response.content
+    delivery = Delivery.objects.get(connector=connector, delivery_id="d-117")
+    assert delivery.status == Delivery.Status.PROCESSED and delivery.event == "pull_request.closed"
+    [memory] = _memories(connector)
+    assert memory.title == 'Revert "Update README.md"'
+    assert memory.category == "pr" and memory.source == "GitHub"
+    assert memory.source_url == "https://github.com/robvanderleek/create-issue-branch/pull/117"
+    assert memory.valid_from == datetime(2020, 3, 23, 6, 46, 56, tzinfo=UTC)
+    assert memory.external_id == f"{REPO}#117"
+    assert memory.scope.slug == "engineering"
+    assert memory.author_name == "@robvanderleek"
+    for fact in (
+        "Reverts robvanderleek/create-issue-branch#111",
+        f"{REPO}#117 was opened by @robvanderleek and merged by @robvanderleek into master "
+        "from revert-111-robvanderleek-patch-1 on 2020-03-23T06:46:56+00:00",
+        f"Files changed in {REPO}#117: README.md (modified, +3 −1), src/app.js (added, +40 −0).",
+    ):
+        assert fact in memory.content, fact
+    # PyGithub really called the stub, with the connector's token.
+    [files_call] = stub_server.requests_to(FILES_PATH)
+    assert files_call.headers["authorization"] == "token ghp_test-token-not-real"
+    assert ConnectorItem.objects.get(connector=connector, external_id=f"{REPO}#117").memory_id == memory.pk
+    run = SyncRun.objects.get(connector=connector, trigger=SyncRun.Trigger.WEBHOOK)
+    assert (run.status, run.items_created) == (SyncRun.Status.SUCCEEDED, 1)
+    # The reverted PR could not be fetched (404 at the stub): the run says so, the memory stands.
+    assert any("reverted pull request could not be updated" in f["reason"] for f in run.failures)
+    # The write is the connector's in the audit log, and the delivery was accepted.
+    event = AuditEvent.objects.get(action="memory.create", target_id=str(memory.pk))
+    assert event.actor_kind == AuditEvent.ActorKind.CONNECTOR and event.actor_connector_id == str(connector.pk)
+    assert AuditEvent.objects.filter(action="webhook.accept", organization=acme["org"]).count() == 1
+
+
+def test_when_changed_files_cannot_be_fetched_the_memory_is_still_written_and_the_run_says_why(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    stub_server.route("GET", FILES_PATH, StubResponse(status=403, json={"message": "Resource not accessible by integration"}))
+    connector = make_github(acme["exec"])
+
+    assert post_github(connector, github_fixture(MERGED)).status_code == 200
+
+    [memory] = _memories(connector)
+    assert f"{REPO}#117 was opened" in memory.content and "Files changed" not in memory.content
+    run = SyncRun.objects.get(connector=connector, trigger=SyncRun.Trigger.WEBHOOK)
+    assert run.items_created == 1
+    [reason] = [f["reason"] for f in run.failures if "Changed files" in f["reason"]]
+    assert "403" in reason and "ghp_" not in reason
+    assert Connector.objects.get(pk=connector.pk).status == Connector.Status.ACTIVE
+
+
+def test_without_a_token_the_memory_comes_from_the_payload_alone(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    connector = make_github(acme["exec"], token=None)
+    assert post_github(connector, github_fixture(MERGED)).status_code == 200
+    assert len(_memories(connector)) == 1
+    assert stub_server.received == []
+
+
+def test_a_closed_unmerged_pull_request_is_ignored_and_recorded(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    connector = make_github(acme["exec"], repositories=["Codertocat/Hello-World"])
+    response = post_github(connector, github_fixture("pull_request__closed_not_merged.json"), delivery="d-2")
+    assert response.status_code == 202
+    assert response.json()["ignored"] is True
+    delivery = Delivery.objects.get(connector=connector, delivery_id="d-2")
+    assert delivery.status == Delivery.Status.IGNORED and "without being merged" in delivery.error
+    assert delivery.payload == {}
+    assert _memories(connector) == []
+    assert AuditEvent.objects.filter(action="webhook.ignore", target_id=str(delivery.pk)).exists()
+
+
+def test_ping_is_answered_and_other_events_are_ignored(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    connector = make_github(acme["exec"], repositories=["Codertocat/Hello-World"])
+    ping = post_github(connector, github_fixture("ping__hook.json"), event="ping")
+    assert ping.status_code == 200 and ping.json()["pong"] is True
+    push = post_github(connector, github_fixture("push__branch_1_commit.json"), event="push", delivery="push-1")
+    assert push.status_code == 202
+    assert Delivery.objects.get(delivery_id="push-1").status == Delivery.Status.IGNORED
+    assert _memories(connector) == []
+
+
+def test_a_merged_pull_request_on_an_unconfigured_repository_is_ignored(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    connector = make_github(acme["exec"], repositories=["acme/robots"])
+    response = post_github(connector, github_fixture(MERGED), delivery="d-3")
+    assert response.status_code == 202
+    assert "not configured" in Delivery.objects.get(delivery_id="d-3").error
+    assert _memories(connector) == [] and stub_server.received == []
+
+
+def test_a_replayed_delivery_does_nothing_and_the_same_pr_again_creates_nothing_new(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    stub_server.route("GET", FILES_PATH, StubResponse(json=FILES))
+    connector = make_github(acme["exec"])
+    body = github_fixture(MERGED)
+    assert post_github(connector, body, delivery="same").status_code == 200
+    again = post_github(connector, body, delivery="same")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert Delivery.objects.filter(connector=connector).count() == 1
+    assert AuditEvent.objects.filter(action="webhook.duplicate").count() == 1
+    # GitHub's "Redeliver" of the same event under a new id: processed, nothing new.
+    assert post_github(connector, body, delivery="other").status_code == 200
+    assert len(_memories(connector)) == 1
+    runs = SyncRun.objects.filter(connector=connector, trigger=SyncRun.Trigger.WEBHOOK).order_by("created_at")
+    assert [(r.items_created, r.items_skipped) for r in runs] == [(1, 0), (0, 1)]
+
+
+def test_an_edited_merged_pull_request_supersedes_its_memory(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    stub_server.route("GET", FILES_PATH, StubResponse(json=FILES))
+    connector = make_github(acme["exec"])
+    assert post_github(connector, github_fixture(MERGED)).status_code == 200
+    [first] = _memories(connector)
+
+    edited = github_json(MERGED)
+    edited["action"] = "edited"
+    edited["pull_request"]["title"] = 'Revert "Update README.md" (broke the badge)'
+    assert post_github(connector, json.dumps(edited).encode()).status_code == 200
+
+    first.refresh_from_db()
+    current = Memory.objects.get(organization=acme["org"], source="GitHub", status=Memory.Status.ACTIVE)
+    assert first.status == Memory.Status.SUPERSEDED and first.superseded_by_id == current.pk
+    assert current.title.endswith("(broke the badge)") and current.external_id == f"{REPO}#117"
+    assert ConnectorItem.objects.get(connector=connector).memory_id == current.pk
+
+
+@pytest.mark.parametrize("signature", ["sha256=" + "0" * 64, "", "sha1=abc"])
+def test_a_bad_or_missing_signature_is_refused_before_anything_is_stored(
+    post_github: Callable[..., Any],
+    acme: dict[str, Any],
+    make_github: Callable[..., Connector],
+    signature: str,
+    stub_server: StubServer,
+) -> None:
+    connector = make_github(acme["exec"])
+    response = post_github(connector, github_fixture(MERGED), signature=signature)
+    body = assert_envelope(response, 401, "INVALID_SIGNATURE")
+    assert "secret" in body["message"] or "missing" in body["message"]
+    assert Delivery.objects.count() == 0 and _memories(connector) == [] and stub_server.received == []
+    assert AuditEvent.objects.filter(action="webhook.reject", outcome="denied", organization=acme["org"]).count() == 1
+
+
+def test_a_body_signed_with_another_secret_is_refused(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    connector = make_github(acme["exec"])
+    body = github_fixture(MERGED)
+    assert_envelope(post_github(connector, body, signature=github_signature(body, "another-secret")), 401, "INVALID_SIGNATURE")
+    # A correct signature of a different body does not carry over either.
+    assert_envelope(post_github(connector, body + b" ", signature=github_signature(body)), 401, "INVALID_SIGNATURE")
+
+
+def test_unknown_connectors_and_kinds_are_not_found(acme: dict[str, Any], make_github: Callable[..., Connector]) -> None:
+    connector = make_github(acme["exec"])
+    body = github_fixture(MERGED)
+    from django.test import Client
+
+    for path in (
+        "/api/webhooks/github/00000000-0000-0000-0000-000000000000",
+        "/api/webhooks/github/not-a-uuid",
+        f"/api/webhooks/slack/{connector.pk}",
+        f"/api/webhooks/nope/{connector.pk}",
+    ):
+        assert_envelope(Client().post(path, data=body, content_type="application/json"), 404, "NOT_FOUND")
+    assert Client().get(f"/api/webhooks/github/{connector.pk}").status_code == 405
+
+
+def test_a_paused_connector_records_deliveries_as_ignored(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    from connectors.services.connectors import connector_pause
+    from memories.access import Principal
+
+    connector = make_github(acme["exec"])
+    connector_pause(principal=Principal(acme["exec"]), connector_id=connector.pk)
+    response = post_github(connector, github_fixture(MERGED), delivery="while-paused")
+    assert response.status_code == 202
+    assert Delivery.objects.get(delivery_id="while-paused").error == "The connector is paused."
+    assert _memories(connector) == []
