@@ -20,8 +20,8 @@ from connectors.registry import SOURCES, source_class
 from connectors.services import connectors as services
 from connectors.services.sync import run_cap, sync_request
 from memories.access import Principal, clearance_names
-from memories.api.memories import StrictSerializer
 from memories.api.principal import request_principal
+from memories.interchange.inputs import StrictSerializer
 
 
 class ErrorEnvelope(serializers.Serializer):
