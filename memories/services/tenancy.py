@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from audit.services import Actor, record
 from cortex_site.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
-from memories.access import Principal
+from memories.access import Principal, clearance_names
 from memories.models import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -44,6 +44,24 @@ def _require_admin(by: Principal | None, organization: Organization) -> None:
         raise NotFound("Organization not found.")
     if not by.is_admin:
         raise PermissionDenied("Only organization admins can do this.", error_code="ADMIN_REQUIRED")
+
+
+def _require_within_rung(by: Principal | None, membership: Membership) -> None:
+    """An admin acts only on members at or below their own clearance rung.
+
+    Without this a Manager-clearance admin could demote or remove an Executive: the admin role
+    manages the organization, it does not outrank the ladder.
+    """
+    if by is None or membership.clearance_rank <= by.clearance_rank:
+        return
+    names = clearance_names(membership.organization_id)
+    raise PermissionDenied(
+        f"{membership.user.email} holds {names.get(membership.clearance_rank, membership.clearance_rank)} clearance, "
+        f"above your {names.get(by.clearance_rank, by.clearance_rank)}: only an admin at that rung or higher can change "
+        "or remove them.",
+        error_code="MEMBER_ABOVE_OWN_CLEARANCE",
+        details={"member": membership.user.email},
+    )
 
 
 def _check_slug(value: str, field: str) -> str:
@@ -160,6 +178,7 @@ def member_update(
 ) -> Membership:
     organization = membership.organization
     _require_admin(by, organization)
+    _require_within_rung(by, membership)
     changes: dict[str, Any] = {}
     if clearance is not None:
         rank = clearance_rank_for(organization, clearance)
@@ -197,6 +216,7 @@ def _is_last_admin(membership: Membership) -> bool:
 @transaction.atomic
 def member_remove(*, membership: Membership, by: Principal | None = None) -> None:
     _require_admin(by, membership.organization)
+    _require_within_rung(by, membership)
     if membership.is_admin and _is_last_admin(membership):
         raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
     record(
@@ -293,6 +313,7 @@ def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Prin
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
+    _require_within_rung(by, membership)
     grant, created = ScopeGrant.objects.update_or_create(membership=membership, scope=scope, defaults={"can_write": can_write})
     record(
         "grant.set",
@@ -315,6 +336,7 @@ def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | None =
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
+    _require_within_rung(by, membership)
     deleted, _ = ScopeGrant.objects.filter(membership=membership, scope=scope).delete()
     if not deleted:
         raise NotFound(f"{membership.user.email} has no grant on {scope.slug}.", error_code="UNKNOWN_GRANT")
@@ -350,6 +372,7 @@ def token_create(
     """
     if by is not None and by.membership.pk != membership.pk:
         _require_admin(by, membership.organization)
+        _require_within_rung(by, membership)
     if by is not None and by.token is not None:
         raise PermissionDenied("Tokens cannot create tokens; sign in to create one.", error_code="TOKEN_CANNOT_CREATE_TOKEN")
     name = name.strip()
@@ -401,6 +424,7 @@ def token_revoke(*, token: ApiToken, by: Principal | None = None) -> ApiToken:
     membership = token.membership
     if by is not None and by.membership.pk != membership.pk:
         _require_admin(by, membership.organization)
+        _require_within_rung(by, membership)
     if token.revoked_at is not None:
         raise Conflict(f"Token {token.prefix} is already revoked.", error_code="TOKEN_ALREADY_REVOKED")
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())

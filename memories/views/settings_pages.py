@@ -74,7 +74,8 @@ def _context(principal: Principal, tab: str, **overrides: Any) -> dict[str, Any]
             grants=list(reads.organization_grants(principal)),
             member_form=MemberAddForm(principal=principal),
             scope_form=ScopeForm(),
-            grant_form=GrantForm(members=members, scopes=scopes),
+            # Only members within the admin's rung are offered; the service refuses the others anyway.
+            grant_form=GrantForm(members=[m for m in members if m.clearance_rank <= principal.clearance_rank], scopes=scopes),
         )
     context.update(overrides)
     return context
@@ -85,6 +86,12 @@ def _page(request: HttpRequest, principal: Principal, tab: str, status: int = 20
     if "new_secret" in overrides:
         response["Cache-Control"] = "no-store"  # the secret is shown once; never keep the page
     return response
+
+
+def _refused(request: HttpRequest, principal: Principal, tab: str, exc: CortexError) -> HttpResponse:
+    """A refused change: the page again, with the reason and the refusal's own status (403, 409…)."""
+    messages.error(request, exc.message)
+    return _page(request, principal, tab, status=exc.status)
 
 
 def _back(tab: str) -> HttpResponse:
@@ -195,7 +202,7 @@ def member_update(request: HttpRequest, principal: Principal, membership_id: int
                 membership=membership, clearance=form.cleaned_data["clearance"], role=form.cleaned_data["role"], by=principal
             )
         except CortexError as exc:
-            messages.error(request, exc.message)
+            return _refused(request, principal, "members", exc)
         else:
             messages.success(request, f"{membership.user.email} updated.")
     else:
@@ -210,7 +217,7 @@ def member_remove(request: HttpRequest, principal: Principal, membership_id: int
     try:
         tenancy.member_remove(membership=membership, by=principal)
     except CortexError as exc:
-        messages.error(request, exc.message)
+        return _refused(request, principal, "members", exc)
     else:
         messages.success(request, f"{membership.user.email} removed from {principal.organization.name}.")
     return _back("members")
@@ -278,6 +285,7 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
             tenancy.grant_set(membership=membership, scope=scope, can_write=form.cleaned_data["access"] == "write", by=principal)
         except CortexError as exc:
             attach_error(form, exc)
+            return _page(request, principal, "scopes", status=exc.status, grant_form=form)
         else:
             messages.success(
                 request,
@@ -295,7 +303,7 @@ def grant_revoke(request: HttpRequest, principal: Principal) -> HttpResponse:
     try:
         tenancy.grant_revoke(membership=membership, scope=scope, by=principal)
     except CortexError as exc:
-        messages.error(request, exc.message)
+        return _refused(request, principal, "scopes", exc)
     else:
         messages.success(request, f"{membership.user.email} no longer has a grant on {scope.slug}.")
     return _back("scopes")
