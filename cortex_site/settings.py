@@ -165,9 +165,34 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "OPTIONS": {"user_attributes": ["email", "name"]},
+    },
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+# Invitation and password-reset links: single-use, and expiring after this long.
+CORTEX_INVITE_TTL_HOURS = env_int("CORTEX_INVITE_TTL_HOURS", 72, minimum=1)
+PASSWORD_RESET_TIMEOUT = env_int("CORTEX_PASSWORD_RESET_MINUTES", 60, minimum=5) * 60
+# Failed sign-ins allowed per account and per client address in each window before 429.
+CORTEX_LOGIN_FAILURES_PER_ACCOUNT = env_int("CORTEX_LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+CORTEX_LOGIN_FAILURES_PER_ADDRESS = env_int("CORTEX_LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+CORTEX_LOGIN_WINDOW_SECONDS = env_int("CORTEX_LOGIN_WINDOW_SECONDS", 900, minimum=10)
+
+# --- email (invitations, password resets) ------------------------------------------------------
+# The console backend under make run prints mails to the terminal; production sets SMTP.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "cortex@localhost")
 if TESTING:
     # Hashing cost buys nothing in tests and slows every login.
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -11,10 +11,11 @@ import uuid
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from cortex_site.errors import NotFound, PermissionDenied
 from memories.access import Principal
-from memories.models import ApiToken, Membership, Scope, ScopeGrant
+from memories.models import ApiToken, Invite, Membership, Scope, ScopeGrant
 
 
 def _require_admin(principal: Principal) -> None:
@@ -85,3 +86,23 @@ def organization_grants(principal: Principal) -> QuerySet[ScopeGrant]:
         .select_related("membership__user", "scope")
         .order_by("scope__slug", "membership__user__email")
     )
+
+
+def organization_invites(principal: Principal) -> QuerySet[Invite]:
+    """Pending invitations (admins only), newest first."""
+    _require_admin(principal)
+    return Invite.objects.filter(
+        organization_id=principal.organization_id, accepted_at=None, revoked_at=None, expires_at__gt=timezone.now()
+    ).select_related("organization", "invited_by")
+
+
+def organization_invite(principal: Principal, invite_id: Any) -> Invite:
+    _require_admin(principal)
+    try:
+        parsed = uuid.UUID(str(invite_id))
+    except (ValueError, TypeError):
+        raise NotFound("Invitation not found.") from None
+    invite = Invite.objects.select_related("organization").filter(organization_id=principal.organization_id, pk=parsed).first()
+    if invite is None:
+        raise NotFound("Invitation not found.")
+    return invite

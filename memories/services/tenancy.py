@@ -137,10 +137,14 @@ def member_add(
     role: str = Membership.Role.MEMBER,
     name: str = "",
     password: str | None = None,
+    check_password_strength: bool = True,
     by: Principal | None = None,
 ) -> Membership:
     """Add a person to an organization, creating their user account if it does not exist yet.
 
+    The operator's path (CLI, fixtures): people invited from the browser go through
+    `accounts.invite_create` and set their own password. A password given here passes Django's
+    validators unless `check_password_strength` is False (only the demo, whose password is published).
     Adding someone who is already a member is an error, never a duplicate.
     """
     _require_admin(by, organization)
@@ -155,6 +159,10 @@ def member_add(
     user = User.objects.filter(email__iexact=email).first()
     created_user = user is None
     if user is None:
+        if password and check_password_strength:
+            from memories.services.accounts import check_password
+
+            check_password(password, user=User(email=email, name=name.strip()))
         user = User.objects.create_user(email, password=password, name=name.strip())
     elif password:
         raise ValidationFailed(f"{email} already has an account; their password is theirs to change.", error_code="USER_EXISTS")
@@ -207,7 +215,7 @@ def member_update(
 
 def _is_last_admin(membership: Membership) -> bool:
     return (
-        not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN)
+        not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN, deactivated_at=None)
         .exclude(pk=membership.pk)
         .exists()
     )
@@ -304,6 +312,32 @@ def scope_update(
             target_id=scope.slug,
             details=changes,
         )
+    return scope
+
+
+@transaction.atomic
+def scope_retire(*, scope: Scope, retired: bool = True, by: Principal | None = None) -> Scope:
+    """Retire a scope (no new writes; what it holds stays readable by the same rules), or bring it back."""
+    _require_admin(by, scope.organization)
+    if retired and scope.slug == PUBLIC_DOCS_SLUG:
+        raise ValidationFailed("public-docs is the default scope and cannot be retired.", error_code="PUBLIC_DOCS_FIXED")
+    changed = (
+        Scope.objects.filter(pk=scope.pk, retired_at=None).update(retired_at=timezone.now())
+        if retired
+        else Scope.objects.filter(pk=scope.pk).exclude(retired_at=None).update(retired_at=None)
+    )
+    if changed != 1:
+        raise Conflict(
+            f"Scope {scope.slug} is {'already retired' if retired else 'not retired'}.", error_code="SCOPE_RETIRE_STATE"
+        )
+    scope.refresh_from_db()
+    record(
+        "scope.retire" if retired else "scope.unretire",
+        organization=scope.organization,
+        actor=_actor(by),
+        target_type="scope",
+        target_id=scope.slug,
+    )
     return scope
 
 
@@ -450,6 +484,6 @@ def token_authenticate(raw: str) -> ApiToken | None:
     token = ApiToken.objects.select_related("membership__organization", "membership__user").filter(prefix=parts[1]).first()
     if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(raw)):
         return None
-    if not token.is_usable() or not token.membership.user.is_active:
+    if not token.is_usable() or not token.membership.user.is_active or token.membership.deactivated_at is not None:
         return None
     return token
