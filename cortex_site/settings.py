@@ -6,6 +6,7 @@ production (docker-compose) sets them explicitly. Everything else has a safe def
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -122,6 +123,9 @@ _db = dj_database_url.parse(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE
 # A Unix-socket URL (postgresql://user@/db?host=/path) arrives as an option; Django wants it as HOST.
 if not _db.get("HOST") and "host" in _db.get("OPTIONS", {}):
     _db["HOST"] = _db["OPTIONS"].pop("host")
+if TESTING:
+    # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
+    _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -155,6 +159,8 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
+    "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
+    "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
 }
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)
@@ -264,6 +270,14 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- audit ----------------------------------------------------------------------------------
+# Signs audit checkpoints (HMAC-SHA256). Set it apart from SECRET_KEY in production so rotating
+# one does not invalidate the other; by default it is derived from SECRET_KEY.
+CORTEX_AUDIT_KEY = env_str("CORTEX_AUDIT_KEY") or hashlib.sha256(f"cortex-audit:{SECRET_KEY}".encode()).hexdigest()
+# Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For is believed; nobody else's is.
+CORTEX_TRUSTED_PROXIES = env_list("CORTEX_TRUSTED_PROXIES", [])
+CORTEX_AUDIT_RETENTION_BATCH = env_int("CORTEX_AUDIT_RETENTION_BATCH", 1000, minimum=1)
 
 # --- Cortex -------------------------------------------------------------------------------
 CORTEX_DEMO = env_bool("CORTEX_DEMO", True)

@@ -96,6 +96,8 @@ class Organization(models.Model):
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=150)
     conflict_policy = models.CharField(max_length=8, choices=ConflictPolicy.choices, default=ConflictPolicy.AUTO)
+    # Audit events older than this are removed by the retention task (with a signed checkpoint).
+    audit_retention_days = models.PositiveIntegerField(default=730)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:

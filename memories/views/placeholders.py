@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
@@ -14,11 +14,3 @@ from memories.views.common import principal_view
 @require_GET
 def connectors_soon(request: HttpRequest, principal: Principal) -> HttpResponse:
     return render(request, "memories/coming_soon.html", {"feature": "connectors"})
-
-
-@principal_view
-@require_GET
-def audit_soon(request: HttpRequest, principal: Principal) -> HttpResponse:
-    if not principal.is_admin:
-        raise Http404("No such page")  # the audit log is for admins; others see no trace of it
-    return render(request, "memories/coming_soon.html", {"feature": "audit"})

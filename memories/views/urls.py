@@ -2,6 +2,7 @@
 
 from django.urls import path
 
+from audit import views as audit_views
 from memories.views import briefs, conflicts, entities, home, memories, placeholders, settings_pages
 
 urlpatterns = [
@@ -39,7 +40,9 @@ urlpatterns = [
     path("settings/scopes/<str:slug>/", settings_pages.scope_update, name="settings-scope-update"),
     path("settings/grants/", settings_pages.grant_set, name="settings-grant-set"),
     path("settings/grants/revoke/", settings_pages.grant_revoke, name="settings-grant-revoke"),
-    # Until the connectors and audit issues bring their pages (their routes replace these).
+    # Until the connectors issue brings its pages (its routes replace this one).
     path("connectors/", placeholders.connectors_soon, name="connectors"),
-    path("audit/", placeholders.audit_soon, name="audit"),
+    path("audit/", audit_views.audit_log, name="audit"),
+    path("audit/export/", audit_views.audit_export, name="audit-export"),
+    path("audit/<int:event_id>/", audit_views.audit_event_detail, name="audit-event"),
 ]
