@@ -179,6 +179,20 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "memories.oidc.InvitedMemberBackend"]
+# Single sign-on (OpenID Connect): on when a client id and the provider's endpoints are set.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT") or None
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 10.0, minimum=1.0)
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
 # Invitation and password-reset links: single-use, and expiring after this long.
 CORTEX_INVITE_TTL_HOURS = env_int("CORTEX_INVITE_TTL_HOURS", 72, minimum=1)
 PASSWORD_RESET_TIMEOUT = env_int("CORTEX_PASSWORD_RESET_MINUTES", 60, minimum=5) * 60

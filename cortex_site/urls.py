@@ -4,6 +4,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from cortex_site.health import healthz
+from memories import oidc
 from memories.views import auth, styleguide
 
 urlpatterns = [
@@ -12,6 +13,8 @@ urlpatterns = [
     path("logout/", auth.LogoutView.as_view(), name="logout"),
     path("org/switch", auth.switch_organization_view, name="switch-organization"),
     path("invite/<str:secret>/", auth.invite_accept_view, name="invite-accept"),
+    path("oidc/authenticate/", oidc.SsoStartView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.SsoCallbackView.as_view(), name="oidc_authentication_callback"),
     path("password-reset/", auth.PasswordResetView.as_view(), name="password-reset"),
     path(
         "password-reset/sent/",

@@ -257,3 +257,50 @@ def member_reactivate(*, membership: Membership, by: Principal | None = None) ->
         details={"email": membership.user.email},
     )
     return membership
+
+
+@transaction.atomic
+def invites_accept_verified(*, email: str, name: str = "") -> User | None:
+    """Accept every pending invitation of an address an identity provider has verified (SSO sign-in).
+
+    Creates the account (without a password: it signs in through the IdP, or sets one by reset)
+    when there is none and at least one invitation waits. Returns the user, or None when the
+    address has neither an account nor a pending invitation.
+    """
+    email = normalize_email(email)
+    now = timezone.now()
+    pending = list(
+        Invite.objects.select_for_update()
+        .select_related("organization")
+        .filter(email=email, accepted_at=None, revoked_at=None, expires_at__gt=now)
+    )
+    user = User.objects.filter(email__iexact=email).first()
+    if user is None and not pending:
+        return None
+    created = user is None
+    if user is None:
+        user = User.objects.create_user(email, password=None, name=name.strip())
+    for invite in pending:
+        if Invite.objects.filter(pk=invite.pk, accepted_at=None).update(accepted_at=now) != 1:
+            continue
+        if Membership.objects.filter(user=user, organization=invite.organization).exists():
+            continue
+        membership = Membership.objects.create(
+            user=user, organization=invite.organization, clearance_rank=invite.clearance_rank, role=invite.role
+        )
+        scopes = {s.slug: s for s in Scope.objects.filter(organization=invite.organization, slug__in=list(invite.grants))}
+        ScopeGrant.objects.bulk_create(
+            ScopeGrant(membership=membership, scope=scopes[slug], can_write=can_write)
+            for slug, can_write in invite.grants.items()
+            if slug in scopes
+        )
+        record(
+            "invite.accept",
+            organization=invite.organization,
+            actor=Actor(kind="session", label=user.email, user_id=user.pk),
+            target_type="invite",
+            target_id=invite.pk,
+            details={"email": user.email, "new_account": created, "grants": sorted(scopes), "via": "oidc"},
+        )
+        created = False
+    return user

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth import login
 from django.contrib.auth import views as auth_views
@@ -23,6 +25,14 @@ from memories.sessions import session_principal, switch_organization
 class LoginView(auth_views.LoginView):
     template_name = "auth/login.html"
     redirect_authenticated_user = True
+
+    def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
+        from memories.oidc import sso_enabled
+
+        context = super().get_context_data(**kwargs)
+        context["sso_name"] = settings.OIDC_PROVIDER_NAME if sso_enabled() else ""
+        context["sso_failed"] = self.request.GET.get("sso") == "failed"
+        return context
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:  # type: ignore[no-untyped-def]
         # Checked before the password is: a flood of guesses is answered 429 without an audit row each.
