@@ -139,6 +139,8 @@ class Membership(models.Model):
     # A deactivated member keeps their memories (and authorship) but can no longer act here:
     # no session principal, no token, until reactivated.
     deactivated_at = models.DateTimeField(null=True, blank=True)
+    # The Activity page was last opened here: newer items make the badge.
+    activity_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique")]

@@ -304,3 +304,8 @@ def invites_accept_verified(*, email: str, name: str = "") -> User | None:
         )
         created = False
     return user
+
+
+def activity_mark_seen(*, membership: Membership) -> None:
+    """The person opened their Activity page: the badge counts only what comes after."""
+    Membership.objects.filter(pk=membership.pk).update(activity_seen_at=timezone.now())

@@ -400,10 +400,19 @@ class Export:
     lines: Iterator[dict[str, Any]]
 
 
-def memory_export(*, organization: Organization, actor: Actor, scope: Scope | None = None, status: str = "active") -> Export:
+def memory_export(
+    *,
+    organization: Organization,
+    actor: Actor,
+    scope: Scope | None = None,
+    status: str = "active",
+    principal: Principal | None = None,
+) -> Export:
     """Every memory of the organization (or one scope) in the REST shape, oldest first.
 
-    The operator's view: no principal, so every scope and clearance rung is included. `status`
+    Without `principal` it is the operator's view (CLI): every scope and clearance rung is
+    included. With one (an admin exporting from the browser) the read rule applies like
+    everywhere else: only the scopes and clearance that principal can read. `status`
     "active" (the default) is the current store — including memories past their valid_until,
     which keep it —, "all" adds the history (superseded and redacted versions; redacted ones
     carry only their marker text). The export is audited before the first line is produced.
@@ -413,6 +422,10 @@ def memory_export(*, organization: Organization, actor: Actor, scope: Scope | No
     if scope is not None and scope.organization_id != organization.pk:
         raise ValidationFailed("That scope belongs to another organization.", error_code="UNKNOWN_SCOPE")
     memories = Memory.objects.filter(organization=organization)
+    if principal is not None:
+        if principal.organization_id != organization.pk:
+            raise ValidationFailed("That organization is not yours.", error_code="UNKNOWN_ORGANIZATION")
+        memories = memories.filter(scope_id__in=principal.readable_scope_ids, clearance_rank__lte=principal.clearance_rank)
     if scope is not None:
         memories = memories.filter(scope=scope)
     if status != "all":
@@ -424,7 +437,8 @@ def memory_export(*, organization: Organization, actor: Actor, scope: Scope | No
         actor=actor,
         target_type="organization",
         target_id=organization.slug,
-        details={"scope": scope.slug if scope else None, "status": status, "count": count},
+        details={"scope": scope.slug if scope else None, "status": status, "count": count}
+        | ({"via": "ui", "read_rule": True} if principal is not None else {}),
     )
     names = clearance_names(organization.pk)
     ordered = memories.select_related("scope", "author").order_by("created_at", "id")

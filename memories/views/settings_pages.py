@@ -6,17 +6,20 @@ admin rights themselves, the views only decide what to offer.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import logout, update_session_auth_hash
+from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import PasswordChangeForm
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from audit.services import record
-from cortex_site.errors import CortexError
+from cortex_site.errors import CortexError, NotFound
 from memories.access import Principal, clearance_names
 from memories.forms import (
     AgentTokenForm,
@@ -29,7 +32,8 @@ from memories.forms import (
     attach_error,
 )
 from memories.selectors import tenancy as reads
-from memories.services import accounts, tenancy
+from memories.services import accounts, import_export, tenancy
+from memories.sessions import session_principal
 from memories.views.agent_config import mcp_snippets, mcp_url
 from memories.views.common import principal_view
 
@@ -395,3 +399,39 @@ def sign_out_everywhere(request: HttpRequest, principal: Principal) -> HttpRespo
     accounts.user_sign_out_everywhere(user=principal.user, organization=principal.organization, actor=principal.actor)
     logout(request)
     return redirect("login")
+
+
+# -- export (admins) -----------------------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def memories_export(request: HttpRequest) -> HttpResponseBase:
+    """Stream the organization's (or one scope's) memories as JSONL — what this admin may read, audited.
+
+    Not principal_view: the answer is a stream, not a page.
+    """
+    principal = session_principal(request)
+    if principal is None:
+        raise Http404("Not found")
+    try:
+        reads.organization_scopes(principal)  # admins only
+        slug = request.GET.get("scope", "")
+        scope = reads.organization_scope(principal, slug) if slug else None
+        export = import_export.memory_export(
+            organization=principal.organization,
+            actor=principal.actor,
+            scope=scope,
+            status=request.GET.get("status", "active"),
+            principal=principal,
+        )
+    except NotFound:
+        raise Http404("Not found") from None
+    except CortexError as exc:
+        return HttpResponse(exc.message, status=exc.status, content_type="text/plain; charset=utf-8")
+    lines = (json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in export.lines)
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson")
+    name = f"{principal.organization.slug}{'-' + scope.slug if scope else ''}-memories.jsonl"
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    response["Cache-Control"] = "no-store"
+    return response

@@ -3,7 +3,7 @@
 from django.urls import path
 
 from audit import views as audit_views
-from memories.views import briefs, conflicts, entities, home, memories, placeholders, settings_pages
+from memories.views import activity, briefs, conflicts, entities, home, memories, placeholders, settings_pages
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -22,6 +22,7 @@ urlpatterns = [
     path("conflicts/<uuid:conflict_id>/", conflicts.conflict_detail, name="conflict-detail"),
     path("conflicts/<uuid:conflict_id>/resolve/", conflicts.conflict_resolve_view, name="conflict-resolve"),
     path("conflicts/<uuid:conflict_id>/reopen/", conflicts.conflict_reopen_view, name="conflict-reopen"),
+    path("activity/", activity.activity, name="activity"),
     path("entities/", entities.entity_list, name="entities"),
     path("entities/<int:entity_id>/", entities.entity_detail, name="entity-detail"),
     path("settings/", settings_pages.settings_index, name="settings"),
@@ -32,6 +33,7 @@ urlpatterns = [
     path("settings/invites/<str:invite_id>/revoke/", settings_pages.invite_revoke, name="settings-invite-revoke"),
     path("settings/members/<int:membership_id>/active/", settings_pages.member_active, name="settings-member-active"),
     path("settings/scopes/<str:slug>/retire/", settings_pages.scope_retire, name="settings-scope-retire"),
+    path("settings/export/", settings_pages.memories_export, name="settings-export"),
     path("settings/password/", settings_pages.password_change, name="settings-password"),
     path("settings/sign-out-everywhere/", settings_pages.sign_out_everywhere, name="settings-sign-out-everywhere"),
     path("settings/members/<int:membership_id>/", settings_pages.member_update, name="settings-member-update"),
