@@ -351,3 +351,19 @@ def test_admins_rename_a_scope_and_its_slug_stays(acme: dict[str, Any]) -> None:
     scope.refresh_from_db()
     assert scope.name == "Revenue" and scope.slug == "sales"
     assert AuditEvent.objects.filter(action="scope.update", target_id="sales").exists()
+
+
+def test_bad_mcp_tokens_share_the_per_address_budget(acme: dict[str, Any], settings: Any, make_token: Any) -> None:
+    from audit.context import bound
+    from memories.mcp.auth import verify_api_token
+
+    settings.CORTEX_LOGIN_FAILURES_PER_ADDRESS = 2
+    good = make_token(acme["employee"])
+    with bound(request_id="mcp-guess", client_ip="198.51.100.5"):
+        assert verify_api_token("ctx_deadbeef_guess-1") is None
+        assert verify_api_token("ctx_deadbeef_guess-2") is None
+        assert verify_api_token(good) is None  # the address is over budget: even a good token waits
+        assert verify_api_token("ctx_deadbeef_guess-3") is None
+    assert AuditEvent.objects.filter(action="auth.token_rejected").count() == 2
+    with bound(request_id="mcp-other", client_ip="198.51.100.6"):
+        assert verify_api_token(good) is not None  # another address is not affected
