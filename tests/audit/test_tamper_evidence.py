@@ -265,3 +265,11 @@ def test_concurrent_writers_and_checkpoints_leave_an_unbroken_anchored_chain(mak
     assert AuditEvent.objects.filter(organization=org, action="test.concurrent").count() == threads * per_thread
     report = verify_and_checkpoint(org)
     assert report.ok and report.count == AuditEvent.objects.filter(organization=org).count()
+
+
+def test_beat_signs_heads_every_ten_minutes_and_enforces_retention_hourly() -> None:
+    from cortex_site.celery import app
+
+    schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
+    assert schedule["audit.checkpoint_all"] == 600.0 and schedule["audit.enforce_retention"] == 3600.0
+    assert {"audit.checkpoint_all", "audit.enforce_retention"} <= set(app.tasks)
