@@ -149,9 +149,9 @@ def web_command() -> list[str]:
         port,
         "--workers",
         workers,
-        "--proxy-headers",
-        "--forwarded-allow-ips",
-        os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1"),
+        # Client addresses are taken from X-Forwarded-For by Cortex itself, and only from the proxies
+        # in CORTEX_TRUSTED_PROXIES (audit.middleware); uvicorn's default would believe any loopback client.
+        "--no-proxy-headers",
         "--no-server-header",
     ]
 

@@ -6,6 +6,7 @@ production (docker-compose) sets them explicitly. Everything else has a safe def
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 from pathlib import Path
@@ -169,6 +170,9 @@ _db = dj_database_url.parse(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE
 # A Unix-socket URL (postgresql://user@/db?host=/path) arrives as an option; Django wants it as HOST.
 if not _db.get("HOST") and "host" in _db.get("OPTIONS", {}):
     _db["HOST"] = _db["OPTIONS"].pop("host")
+if TESTING:
+    # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
+    _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -204,6 +208,8 @@ CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
     # Enqueues every connector whose interval has passed (and takes over runs whose lease expired).
     "connectors-dispatch-due": {"task": "connectors.dispatch_due", "schedule": 60.0},
+    "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
+    "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
 }
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)
@@ -214,9 +220,48 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 AUTH_PASSWORD_VALIDATORS = [
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {
+        "NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator",
+        "OPTIONS": {"user_attributes": ["email", "name"]},
+    },
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 12}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "memories.oidc.InvitedMemberBackend"]
+# Single sign-on (OpenID Connect): on when a client id and the provider's endpoints are set.
+OIDC_RP_CLIENT_ID = env_str("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_RP_CLIENT_SECRET", "")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_OP_JWKS_ENDPOINT") or None
+OIDC_RP_SIGN_ALGO = env_str("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = env_str("OIDC_RP_SCOPES", "openid email profile")
+OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+OIDC_TIMEOUT = env_float("OIDC_TIMEOUT", 10.0, minimum=1.0)
+OIDC_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", "single sign-on")
+LOGIN_REDIRECT_URL_FAILURE = "/login/?sso=failed"
+# Invitation and password-reset links: single-use, and expiring after this long.
+CORTEX_INVITE_TTL_HOURS = env_int("CORTEX_INVITE_TTL_HOURS", 72, minimum=1)
+PASSWORD_RESET_TIMEOUT = env_int("CORTEX_PASSWORD_RESET_MINUTES", 60, minimum=5) * 60
+# Failed sign-ins allowed per account and per client address in each window before 429.
+CORTEX_LOGIN_FAILURES_PER_ACCOUNT = env_int("CORTEX_LOGIN_FAILURES_PER_ACCOUNT", 5, minimum=1)
+CORTEX_LOGIN_FAILURES_PER_ADDRESS = env_int("CORTEX_LOGIN_FAILURES_PER_ADDRESS", 20, minimum=1)
+CORTEX_LOGIN_WINDOW_SECONDS = env_int("CORTEX_LOGIN_WINDOW_SECONDS", 900, minimum=10)
+
+# --- email (invitations, password resets) ------------------------------------------------------
+# The console backend under make run prints mails to the terminal; production sets SMTP.
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend" if DEBUG else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_HOST = env_str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("EMAIL_PORT", 25, minimum=1)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "cortex@localhost")
 if TESTING:
     # Hashing cost buys nothing in tests and slows every login.
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -330,6 +375,14 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
 }
+
+# --- audit ----------------------------------------------------------------------------------
+# Signs audit checkpoints (HMAC-SHA256). Set it apart from SECRET_KEY in production so rotating
+# one does not invalidate the other; by default it is derived from SECRET_KEY.
+CORTEX_AUDIT_KEY = env_str("CORTEX_AUDIT_KEY") or hashlib.sha256(f"cortex-audit:{SECRET_KEY}".encode()).hexdigest()
+# Addresses (or CIDR networks) of reverse proxies whose X-Forwarded-For is believed; nobody else's is.
+CORTEX_TRUSTED_PROXIES = env_list("CORTEX_TRUSTED_PROXIES", [])
+CORTEX_AUDIT_RETENTION_BATCH = env_int("CORTEX_AUDIT_RETENTION_BATCH", 1000, minimum=1)
 
 # --- Cortex -------------------------------------------------------------------------------
 CORTEX_DEMO = env_bool("CORTEX_DEMO", True)

@@ -1,10 +1,12 @@
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 from oauth2_provider.views import OAuthServerMetadataView
 
 from connectors.cron_api import CronDispatchView
 from cortex_site.health import healthz
+from memories import oidc
 from memories.views import auth, styleguide
 
 urlpatterns = [
@@ -12,6 +14,21 @@ urlpatterns = [
     path("login/", auth.LoginView.as_view(), name="login"),
     path("logout/", auth.LogoutView.as_view(), name="logout"),
     path("org/switch", auth.switch_organization_view, name="switch-organization"),
+    path("invite/<str:secret>/", auth.invite_accept_view, name="invite-accept"),
+    path("oidc/authenticate/", oidc.SsoStartView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.SsoCallbackView.as_view(), name="oidc_authentication_callback"),
+    path("password-reset/", auth.PasswordResetView.as_view(), name="password-reset"),
+    path(
+        "password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(template_name="auth/password_reset_sent.html"),
+        name="password-reset-sent",
+    ),
+    path("password-reset/<uidb64>/<token>/", auth.PasswordResetConfirmView.as_view(), name="password_reset_confirm"),
+    path(
+        "password-reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="auth/password_reset_done.html"),
+        name="password-reset-done",
+    ),
     path("styleguide/", styleguide.styleguide, name="styleguide"),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),

@@ -154,8 +154,8 @@ class Principal:
         return scope.visibility == Scope.Visibility.ALL_MEMBERS or scope.pk in self._grants
 
     def _membership_writes(self, scope: Scope) -> bool:
-        if not self._membership_reads(scope):
-            return False
+        if not self._membership_reads(scope) or scope.retired_at is not None:
+            return False  # a retired scope takes no new writes (reads are unchanged)
         if self._grants.get(scope.pk):
             return True
         return scope.visibility == Scope.Visibility.ALL_MEMBERS and scope.members_can_write

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from memories.selectors.activity import unseen_count
 from memories.sessions import session_principal
 
 
@@ -21,4 +22,8 @@ def shell(request: HttpRequest) -> dict[str, Any]:
         }
         for m in request.user.memberships.select_related("organization").order_by("organization__name")  # type: ignore[union-attr]
     ]
-    return {"principal": principal, "organizations": organizations}
+    return {
+        "principal": principal,
+        "organizations": organizations,
+        "activity_unseen": unseen_count(principal) if principal is not None else 0,
+    }

@@ -36,6 +36,7 @@ FIELD_FOR_ERROR = {
     "SCOPE_NOT_WRITABLE": "scope",
     "UNKNOWN_CLEARANCE": "clearance_min",
     "CLEARANCE_ABOVE_OWN": "clearance_min",
+    "WEAK_PASSWORD": "password",
     "INVALID_VALIDITY_WINDOW": "valid_until",
     "INVALID_DATE": "valid_from",
     "REASON_REQUIRED": "reason",
@@ -258,22 +259,48 @@ class AgentTokenForm(forms.Form):
     read_only = forms.BooleanField(required=False, label="Recall only", help_text="The agent can recall but not remember.")
 
 
-class MemberAddForm(forms.Form):
+class InviteForm(forms.Form):
+    """Invite by email with everything chosen up front; the invitee sets their own password."""
+
     email = forms.EmailField(max_length=254)
-    name = forms.CharField(max_length=150, required=False)
     clearance = forms.ChoiceField(help_text="At most your own.")
     role = forms.ChoiceField(choices=Membership.Role.choices, initial=Membership.Role.MEMBER)
-    password = forms.CharField(
-        label="Initial password",
-        required=False,
-        strip=False,
-        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
-        help_text="For a new account only; share it with them. Leave empty when they already use Cortex.",
+    read_scopes = forms.MultipleChoiceField(
+        label="Can read", required=False, widget=forms.CheckboxSelectMultiple, help_text="Granted scopes they may read."
+    )
+    write_scopes = forms.MultipleChoiceField(
+        label="Can write", required=False, widget=forms.CheckboxSelectMultiple, help_text="Write implies read."
     )
 
-    def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, principal: Principal, scopes: list[Scope], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         set_choices(self, "clearance", clearance_choices(principal))
+        granted = [(s.slug, s.name) for s in scopes if s.visibility == Scope.Visibility.GRANTED and s.retired_at is None]
+        set_choices(self, "read_scopes", granted)
+        set_choices(self, "write_scopes", granted)
+
+    def grants(self) -> dict[str, bool]:
+        chosen = dict.fromkeys(self.cleaned_data["read_scopes"], False)
+        chosen.update(dict.fromkeys(self.cleaned_data["write_scopes"], True))
+        return chosen
+
+
+class InviteAcceptForm(forms.Form):
+    name = forms.CharField(max_length=150, required=False, label="Your name")
+    password = forms.CharField(
+        strip=False,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="At least 12 characters; not a common password, nor close to your email or name.",
+    )
+    password_again = forms.CharField(
+        label="Password again", strip=False, widget=forms.PasswordInput(attrs={"autocomplete": "new-password"})
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("password") and data.get("password") != data.get("password_again"):
+            self.add_error("password_again", "The two passwords differ.")
+        return data
 
 
 class MemberUpdateForm(forms.Form):
@@ -298,6 +325,7 @@ class ScopeForm(forms.Form):
 
 
 class ScopeUpdateForm(forms.Form):
+    name = forms.CharField(max_length=150, required=False)
     visibility = forms.ChoiceField(choices=Scope.Visibility.choices)
     members_can_write = forms.BooleanField(required=False)
 

@@ -22,7 +22,11 @@ def session_principal(request: HttpRequest) -> Principal | None:
     user = request.user
     if not user.is_authenticated:
         return None
-    memberships = Membership.objects.filter(user=user).select_related("organization", "user").order_by("organization__name")
+    memberships = (
+        Membership.objects.filter(user=user, deactivated_at=None)
+        .select_related("organization", "user")
+        .order_by("organization__name")
+    )
     wanted = request.session.get(SESSION_ORGANIZATION_KEY)
     membership = next((m for m in memberships if m.organization_id == wanted), None) or next(iter(memberships), None)
     if membership is None:
@@ -35,7 +39,7 @@ def session_principal(request: HttpRequest) -> Principal | None:
 def switch_organization(request: HttpRequest, organization_slug: str) -> Principal | None:
     """Make another of the user's organizations current. None when the user is not a member (→ 404)."""
     membership = (
-        Membership.objects.filter(user=request.user, organization__slug=organization_slug)  # type: ignore[misc]
+        Membership.objects.filter(user=request.user, organization__slug=organization_slug, deactivated_at=None)  # type: ignore[misc]
         .select_related("organization", "user")
         .first()
     )

@@ -7,7 +7,9 @@ from typing import Any
 from rest_framework import authentication, exceptions
 from rest_framework.request import Request
 
+from audit.context import current_client_ip
 from audit.services import Actor, record
+from memories import login_throttle
 from memories.access import Principal, touch_token
 from memories.services.tenancy import token_authenticate
 
@@ -34,8 +36,21 @@ class BearerTokenAuthentication(authentication.BaseAuthentication):
             raise InvalidToken(
                 "Malformed Authorization header: use 'Authorization: Bearer <token>'.", code="MALFORMED_AUTHORIZATION"
             )
+        address = current_client_ip()
+        wait = login_throttle.retry_after("token", address=address)
+        if wait is not None:
+            # Before the lookup and without an audit row: a guessing flood costs nothing but a 429.
+            raise exceptions.Throttled(wait=wait)
         token = token_authenticate(parts[1])
         if token is None:
+            if login_throttle.note_failure("token", address=address):
+                record(
+                    "auth.token_throttled",
+                    organization=None,
+                    actor=Actor.anonymous(),
+                    outcome="denied",
+                    details={"path": request.path},
+                )
             record(
                 "auth.token_rejected",
                 organization=None,

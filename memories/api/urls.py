@@ -1,5 +1,6 @@
 from django.urls import path
 
+from audit import api as audit_api
 from memories.api import ask, briefs, conflicts, entities, memories, tenancy
 
 urlpatterns = [
@@ -21,4 +22,7 @@ urlpatterns = [
     path("conflicts/<str:conflict_id>/reopen", conflicts.ConflictReopenView.as_view(), name="api-conflict-reopen"),
     path("entities", entities.EntityListView.as_view(), name="api-entities"),
     path("entities/<str:entity_id>", entities.EntityDetailView.as_view(), name="api-entity"),
+    path("audit", audit_api.AuditListView.as_view(), name="api-audit"),
+    path("audit/verify", audit_api.AuditVerifyView.as_view(), name="api-audit-verify"),
+    path("audit/export", audit_api.AuditExportView.as_view(), name="api-audit-export"),
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from audit.services import ChainReport, verify_chain
+from audit.services import ChainReport, verify_and_checkpoint
 from memories.cli import common
 from memories.selectors.operator import organization_ids_by_slug
 
@@ -30,15 +30,15 @@ def add_parser(sub: Any) -> None:
 def _broken(label: str, report: ChainReport) -> str:
     return (
         f"broken: first broken event id {report.first_broken} in the audit chain of {label} "
-        f"({report.count - 1} events before it verify). That event, or the one before it, was changed "
-        "or removed outside Cortex."
+        f"({report.count - 1} events before it verify): {report.reason or 'an event was changed or removed'}. "
+        "That event, or the one before it, was changed or removed outside Cortex."
     )
 
 
 def audit_verify(command: Any, *, org: str | None = None, every: bool = False, **_: Any) -> None:
     if not every:
         organization = common.operator(org or "").organization
-        report = verify_chain(organization)
+        report = verify_and_checkpoint(organization)
         if not report.ok:
             raise CommandError(_broken(organization.slug, report))
         command.stdout.write(f"ok {report.count} events")
@@ -47,7 +47,7 @@ def audit_verify(command: Any, *, org: str | None = None, every: bool = False, *
     chains.append((NO_ORGANIZATION, None))
     broken = []
     for label, organization_id in chains:
-        report = verify_chain(organization_id)
+        report = verify_and_checkpoint(organization_id)
         if report.ok:
             command.stdout.write(f"ok {report.count} events  {label}")
         else:

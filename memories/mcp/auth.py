@@ -19,9 +19,11 @@ from __future__ import annotations
 from django.conf import settings
 from mcp.server.auth.provider import AccessToken
 
+from audit.context import current_client_ip
 from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.errors import NotAuthenticated
+from memories import login_throttle
 from memories.access import Principal, touch_token
 from memories.mcp.threads import in_worker_thread
 from memories.models import ApiToken
@@ -61,8 +63,15 @@ def verify_api_token(raw: str) -> AccessToken | None:
 
     A rejected token is audited like REST does; a good one has its last use recorded.
     """
+    address = current_client_ip()
+    if login_throttle.retry_after("token", address=address) is not None:
+        return None  # this address used up its bad-token budget: refused without a lookup or an audit row
     token = bearer_token(raw)
     if token is None:
+        if login_throttle.note_failure("token", address=address):
+            record(
+                "auth.token_throttled", organization=None, actor=Actor.anonymous(), outcome="denied", details={"interface": "mcp"}
+            )
         record(
             "auth.token_rejected",
             organization=None,

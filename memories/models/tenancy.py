@@ -37,6 +37,10 @@ class UserManager(BaseUserManager["User"]):
         user.save(using=self._db)
         return user
 
+    def get_by_natural_key(self, username: str | None) -> User:
+        # Sign-in is case-insensitive: emails are stored lowercased, whatever case people type.
+        return self.get(email__iexact=(username or "").strip())
+
     def create_superuser(self, email: str, password: str | None = None, **extra: Any) -> User:
         extra.setdefault("is_staff", True)
         extra.setdefault("is_superuser", True)
@@ -52,6 +56,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False)
     date_joined = models.DateTimeField(default=timezone.now)
+    # Part of every session's auth hash: changing it signs the person out everywhere at once
+    # (Django checks the hash on each request), without touching their password.
+    session_epoch = models.PositiveIntegerField(default=0)
 
     objects: ClassVar[UserManager] = UserManager()
 
@@ -69,6 +76,13 @@ class User(AbstractBaseUser, PermissionsMixin):
     def display_name(self) -> str:
         return self.name or self.email.split("@")[0]
 
+    def get_session_auth_hash(self) -> str:
+        return f"{super().get_session_auth_hash()}:{self.session_epoch}"
+
+    def get_session_auth_fallback_hash(self):  # type: ignore[no-untyped-def]
+        for fallback in super().get_session_auth_fallback_hash():
+            yield f"{fallback}:{self.session_epoch}"
+
 
 class Organization(models.Model):
     """The tenant. Every tenant-owned row carries its organization."""
@@ -82,6 +96,8 @@ class Organization(models.Model):
     slug = models.CharField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=150)
     conflict_policy = models.CharField(max_length=8, choices=ConflictPolicy.choices, default=ConflictPolicy.AUTO)
+    # Audit events older than this are removed by the retention task (with a signed checkpoint).
+    audit_retention_days = models.PositiveIntegerField(default=730)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self) -> str:
@@ -120,6 +136,11 @@ class Membership(models.Model):
     clearance_rank = models.PositiveSmallIntegerField()
     role = models.CharField(max_length=8, choices=Role.choices, default=Role.MEMBER)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A deactivated member keeps their memories (and authorship) but can no longer act here:
+    # no session principal, no token, until reactivated.
+    deactivated_at = models.DateTimeField(null=True, blank=True)
+    # The Activity page was last opened here: newer items make the badge.
+    activity_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique")]
@@ -148,6 +169,8 @@ class Scope(models.Model):
     # For all_members scopes: may every member write, or only holders of a writing grant?
     members_can_write = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # A retired scope takes no new writes; what it holds stays readable by the same rules.
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["organization", "slug"]
@@ -204,3 +227,35 @@ class ApiToken(models.Model):
     def is_usable(self, now: Any = None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class Invite(models.Model):
+    """An admin's invitation of an email address into an organization, with everything chosen up front.
+
+    The link's secret is random and only its SHA-256 is kept. It is single-use (`accepted_at` is set
+    by a conditional update) and expires.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="invites")
+    email = models.EmailField(max_length=254)  # stored lowercased
+    clearance_rank = models.PositiveSmallIntegerField()
+    role = models.CharField(max_length=8, choices=Membership.Role.choices, default=Membership.Role.MEMBER)
+    # Scope slug → can_write, applied when the invite is accepted (scopes deleted since are skipped).
+    grants = models.JSONField(default=dict, blank=True)
+    secret_hash = models.CharField(max_length=64, unique=True)
+    invited_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invite {self.email} → {self.organization_id}"
+
+    def is_pending(self, now: Any = None) -> bool:
+        now = now or timezone.now()
+        return self.accepted_at is None and self.revoked_at is None and self.expires_at > now

@@ -10,10 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from cortex_site.errors import NotFound
 from memories.access import Principal, parse_id, parse_int_id
-from memories.models import ApiToken, Membership, Scope, ScopeGrant
+from memories.models import ApiToken, Invite, Membership, Scope, ScopeGrant
 
 
 def _require_admin(principal: Principal) -> None:
@@ -81,3 +82,22 @@ def organization_grants(principal: Principal) -> QuerySet[ScopeGrant]:
         .select_related("membership__user", "scope")
         .order_by("scope__slug", "membership__user__email")
     )
+
+
+def organization_invites(principal: Principal) -> QuerySet[Invite]:
+    """Pending invitations (admins only), newest first."""
+    _require_admin(principal)
+    return Invite.objects.filter(
+        organization_id=principal.organization_id, accepted_at=None, revoked_at=None, expires_at__gt=timezone.now()
+    ).select_related("organization", "invited_by")
+
+
+def invite_for(principal: Principal, invite_id: Any) -> Invite:
+    _require_admin(principal)
+    parsed = parse_id(invite_id)
+    if parsed is None:
+        raise NotFound("Invitation not found.")
+    invite = Invite.objects.select_related("organization").filter(organization_id=principal.organization_id, pk=parsed).first()
+    if invite is None:
+        raise NotFound("Invitation not found.")
+    return invite

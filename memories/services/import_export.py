@@ -426,7 +426,8 @@ def memory_export(*, principal: Principal | Operator, scope: Scope | None = None
         actor=principal.actor,
         target_type="organization",
         target_id=organization.slug,
-        details={"scope": scope.slug if scope else None, "status": status, "count": count},
+        details={"scope": scope.slug if scope else None, "status": status, "count": count}
+        | ({"via": "ui", "read_rule": True} if principal is not None else {}),
     )
     names = clearance_names(organization.pk)
     ordered = memories.select_related("scope", "author").order_by("created_at", "id")

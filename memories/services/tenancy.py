@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from audit.services import Actor, record
 from cortex_site.errors import Conflict, NotFound, PermissionDenied, ValidationFailed
-from memories.access import Operator, Principal
+from memories.access import Operator, Principal, clearance_names
 from memories.models import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -49,6 +49,24 @@ def _require_admin(by: Principal | Operator | None, organization: Organization) 
 def _is_self(by: Principal | Operator | None, membership: Membership) -> bool:
     """Whether `by` is that member acting on themself (the operator never is)."""
     return isinstance(by, Principal) and by.membership.pk == membership.pk
+
+
+def _require_within_rung(by: Principal | Operator | None, membership: Membership) -> None:
+    """An admin acts only on members at or below their own clearance rung.
+
+    Without this a Manager-clearance admin could demote or remove an Executive: the admin role
+    manages the organization, it does not outrank the ladder.
+    """
+    if by is None or isinstance(by, Operator) or membership.clearance_rank <= by.clearance_rank:
+        return  # the operator (CLI) manages every member
+    names = clearance_names(membership.organization_id)
+    raise PermissionDenied(
+        f"{membership.user.email} holds {names.get(membership.clearance_rank, membership.clearance_rank)} clearance, "
+        f"above your {names.get(by.clearance_rank, by.clearance_rank)}: only an admin at that rung or higher can change "
+        "or remove them.",
+        error_code="MEMBER_ABOVE_OWN_CLEARANCE",
+        details={"member": membership.user.email},
+    )
 
 
 def _check_slug(value: str, field: str) -> str:
@@ -124,10 +142,14 @@ def member_add(
     role: str = Membership.Role.MEMBER,
     name: str = "",
     password: str | None = None,
+    check_password_strength: bool = True,
     by: Principal | Operator | None = None,
 ) -> Membership:
     """Add a person to an organization, creating their user account if it does not exist yet.
 
+    The operator's path (CLI, fixtures): people invited from the browser go through
+    `accounts.invite_create` and set their own password. A password given here passes Django's
+    validators unless `check_password_strength` is False (only the demo, whose password is published).
     Adding someone who is already a member is an error, never a duplicate.
     """
     _require_admin(by, organization)
@@ -142,6 +164,10 @@ def member_add(
     user = User.objects.filter(email__iexact=email).first()
     created_user = user is None
     if user is None:
+        if password and check_password_strength:
+            from memories.services.accounts import check_password
+
+            check_password(password, user=User(email=email, name=name.strip()))
         user = User.objects.create_user(email, password=password, name=name.strip())
     elif password:
         raise ValidationFailed(f"{email} already has an account; their password is theirs to change.", error_code="USER_EXISTS")
@@ -165,6 +191,7 @@ def member_update(
 ) -> Membership:
     organization = membership.organization
     _require_admin(by, organization)
+    _require_within_rung(by, membership)
     changes: dict[str, Any] = {}
     if clearance is not None:
         rank = clearance_rank_for(organization, clearance)
@@ -193,7 +220,7 @@ def member_update(
 
 def _is_last_admin(membership: Membership) -> bool:
     return (
-        not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN)
+        not Membership.objects.filter(organization_id=membership.organization_id, role=Membership.Role.ADMIN, deactivated_at=None)
         .exclude(pk=membership.pk)
         .exists()
     )
@@ -202,6 +229,7 @@ def _is_last_admin(membership: Membership) -> bool:
 @transaction.atomic
 def member_remove(*, membership: Membership, by: Principal | Operator | None = None) -> None:
     _require_admin(by, membership.organization)
+    _require_within_rung(by, membership)
     if membership.is_admin and _is_last_admin(membership):
         raise Conflict("An organization needs at least one admin.", error_code="LAST_ADMIN")
     record(
@@ -293,11 +321,38 @@ def scope_update(
 
 
 @transaction.atomic
+def scope_retire(*, scope: Scope, retired: bool = True, by: Principal | Operator | None = None) -> Scope:
+    """Retire a scope (no new writes; what it holds stays readable by the same rules), or bring it back."""
+    _require_admin(by, scope.organization)
+    if retired and scope.slug == PUBLIC_DOCS_SLUG:
+        raise ValidationFailed("public-docs is the default scope and cannot be retired.", error_code="PUBLIC_DOCS_FIXED")
+    changed = (
+        Scope.objects.filter(pk=scope.pk, retired_at=None).update(retired_at=timezone.now())
+        if retired
+        else Scope.objects.filter(pk=scope.pk).exclude(retired_at=None).update(retired_at=None)
+    )
+    if changed != 1:
+        raise Conflict(
+            f"Scope {scope.slug} is {'already retired' if retired else 'not retired'}.", error_code="SCOPE_RETIRE_STATE"
+        )
+    scope.refresh_from_db()
+    record(
+        "scope.retire" if retired else "scope.unretire",
+        organization=scope.organization,
+        actor=_actor(by),
+        target_type="scope",
+        target_id=scope.slug,
+    )
+    return scope
+
+
+@transaction.atomic
 def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Principal | Operator | None = None) -> ScopeGrant:
     """Give (or change) a member's access to a scope. Admins granting themselves are audited like anyone."""
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
+    _require_within_rung(by, membership)
     grant, created = ScopeGrant.objects.update_or_create(membership=membership, scope=scope, defaults={"can_write": can_write})
     record(
         "grant.set",
@@ -320,6 +375,7 @@ def grant_revoke(*, membership: Membership, scope: Scope, by: Principal | Operat
     if membership.organization_id != scope.organization_id:
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
+    _require_within_rung(by, membership)
     deleted, _ = ScopeGrant.objects.filter(membership=membership, scope=scope).delete()
     if not deleted:
         raise NotFound(f"{membership.user.email} has no grant on {scope.slug}.", error_code="UNKNOWN_GRANT")
@@ -355,6 +411,7 @@ def token_create(
     """
     if by is not None and not _is_self(by, membership):
         _require_admin(by, membership.organization)
+        _require_within_rung(by, membership)
     if by is not None and by.token is not None:
         raise PermissionDenied("Tokens cannot create tokens; sign in to create one.", error_code="TOKEN_CANNOT_CREATE_TOKEN")
     name = name.strip()
@@ -406,6 +463,7 @@ def token_revoke(*, token: ApiToken, by: Principal | Operator | None = None) -> 
     membership = token.membership
     if by is not None and not _is_self(by, membership):
         _require_admin(by, membership.organization)
+        _require_within_rung(by, membership)
     if token.revoked_at is not None:
         raise Conflict(f"Token {token.prefix} is already revoked.", error_code="TOKEN_ALREADY_REVOKED")
     ApiToken.objects.filter(pk=token.pk).update(revoked_at=timezone.now())
@@ -431,6 +489,6 @@ def token_authenticate(raw: str) -> ApiToken | None:
     token = ApiToken.objects.select_related("membership__organization", "membership__user").filter(prefix=parts[1]).first()
     if token is None or not hmac.compare_digest(token.secret_hash, _hash_secret(raw)):
         return None
-    if not token.is_usable() or not token.membership.user.is_active:
+    if not token.is_usable() or not token.membership.user.is_active or token.membership.deactivated_at is not None:
         return None
     return token

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
+from audit.selectors import can_see_readers, memory_readers
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
 from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
@@ -80,6 +81,8 @@ def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) ->
         "can_redact": may_redact(principal, memory),
         "redact_form": RedactForm(auto_id="redact_%s"),
         "permalink": request.build_absolute_uri(f"/memories/{memory.pk}/"),
+        # "Who read this": its author and the organization's admins only.
+        "readers": memory_readers(principal, memory, limit=20) if can_see_readers(principal, memory) else None,
     }
     return render(request, "memories/detail.html", context)
 

@@ -2,7 +2,8 @@
 
 from django.urls import include, path
 
-from memories.views import ask, briefs, conflicts, entities, home, memories, placeholders, settings_pages
+from audit import views as audit_views
+from memories.views import activity, ask, briefs, conflicts, entities, home, memories, settings_pages
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -22,13 +23,20 @@ urlpatterns = [
     path("conflicts/<uuid:conflict_id>/", conflicts.conflict_detail, name="conflict-detail"),
     path("conflicts/<uuid:conflict_id>/resolve/", conflicts.conflict_resolve_view, name="conflict-resolve"),
     path("conflicts/<uuid:conflict_id>/reopen/", conflicts.conflict_reopen_view, name="conflict-reopen"),
+    path("activity/", activity.activity, name="activity"),
     path("entities/", entities.entity_list, name="entities"),
     path("entities/<int:entity_id>/", entities.entity_detail, name="entity-detail"),
     path("settings/", settings_pages.settings_index, name="settings"),
     path("settings/tokens/", settings_pages.token_create, name="settings-token-create"),
     path("settings/tokens/<str:token_id>/revoke/", settings_pages.token_revoke, name="settings-token-revoke"),
     path("settings/agent/", settings_pages.agent_token_create, name="settings-agent-token"),
-    path("settings/members/", settings_pages.member_add, name="settings-member-add"),
+    path("settings/invites/", settings_pages.invite_create, name="settings-invite-create"),
+    path("settings/invites/<str:invite_id>/revoke/", settings_pages.invite_revoke, name="settings-invite-revoke"),
+    path("settings/members/<int:membership_id>/active/", settings_pages.member_active, name="settings-member-active"),
+    path("settings/scopes/<str:slug>/retire/", settings_pages.scope_retire, name="settings-scope-retire"),
+    path("settings/export/", settings_pages.memories_export, name="settings-export"),
+    path("settings/password/", settings_pages.password_change, name="settings-password"),
+    path("settings/sign-out-everywhere/", settings_pages.sign_out_everywhere, name="settings-sign-out-everywhere"),
     path("settings/members/<int:membership_id>/", settings_pages.member_update, name="settings-member-update"),
     path("settings/members/<int:membership_id>/remove/", settings_pages.member_remove, name="settings-member-remove"),
     path("settings/scopes/", settings_pages.scope_create, name="settings-scope-create"),
@@ -36,6 +44,7 @@ urlpatterns = [
     path("settings/grants/", settings_pages.grant_set, name="settings-grant-set"),
     path("settings/grants/revoke/", settings_pages.grant_revoke, name="settings-grant-revoke"),
     path("connectors/", include("connectors.urls")),
-    # Until the audit issue brings its page (its route replaces this).
-    path("audit/", placeholders.audit_soon, name="audit"),
+    path("audit/", audit_views.audit_log, name="audit"),
+    path("audit/export/", audit_views.audit_export, name="audit-export"),
+    path("audit/<int:event_id>/", audit_views.audit_event_detail, name="audit-event"),
 ]

@@ -1,0 +1,275 @@
+"""Closing the gaps in tamper evidence: TRUNCATE is refused, the chain head is anchored by signed
+checkpoints outside the table, and retention cuts the chain without breaking its proof."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+import pytest
+from django.db import DatabaseError, connection, transaction
+from django.utils import timezone
+
+from audit import tasks
+from audit.models import AuditCheckpoint, AuditEvent
+from audit.services import Actor, checkpoint, enforce_retention, record, verify_and_checkpoint, verify_chain
+from memories.models import Organization
+
+pytestmark = pytest.mark.django_db
+
+
+@contextmanager
+def triggers_disabled(table: str = "audit_auditevent") -> Iterator[None]:
+    """What someone with owner access to the database could do behind Cortex's back."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+        cursor.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+    try:
+        yield
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+            cursor.execute("SET CONSTRAINTS ALL DEFERRED")
+
+
+def _events(org: Organization, n: int, action: str = "test.event") -> list[AuditEvent]:
+    return [record(action, organization=org, actor=Actor.cli(), details={"i": i}) for i in range(n)]
+
+
+def _events_at(org: Organization, n: int, when: datetime) -> list[AuditEvent]:
+    """Events written at `when` (the hash covers created_at, so they are written then, not aged afterwards)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("audit.services.timezone.now", lambda: when)
+        return _events(org, n, "test.old")
+
+
+def _org_since(make_org: Callable[..., Organization], days: int) -> Organization:
+    """An organization created `days` ago (its own creation event is that old too)."""
+    when = timezone.now() - timedelta(days=days)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("audit.services.timezone.now", lambda: when)
+        return make_org()
+
+
+@pytest.mark.parametrize("table", ["audit_auditevent", "audit_auditcheckpoint"])
+def test_truncate_is_refused(make_org: Callable[..., Organization], table: str) -> None:
+    org = make_org()
+    _events(org, 2)
+    verify_and_checkpoint(org)
+    with pytest.raises(DatabaseError, match="TRUNCATE"), transaction.atomic(), connection.cursor() as cursor:
+        # The test runner's connections may truncate (to flush between tests); a real connection may not.
+        cursor.execute("SET LOCAL cortex.audit_allow_truncate = 'off'")
+        cursor.execute(f"TRUNCATE {table} CASCADE")
+    assert AuditEvent.objects.filter(organization=org).count() >= 2
+
+
+def test_checkpoints_are_append_only(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 1)
+    verify_and_checkpoint(org)
+    ckpt = AuditCheckpoint.objects.get(organization=org)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        AuditCheckpoint.objects.filter(pk=ckpt.pk).update(last_event_id=1)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic():
+        AuditCheckpoint.objects.filter(pk=ckpt.pk).delete()
+
+
+def test_removing_the_newest_events_is_detected_after_a_checkpoint(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _events(org, 5)
+    assert verify_and_checkpoint(org).ok  # verify signs the head it proved
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_auditevent WHERE id >= %s", [events[3].pk])
+    report = verify_chain(org)
+    assert not report.ok and report.first_broken == events[-1].pk
+    assert "newest events were removed" in report.reason
+    assert not checkpoint(org).ok  # and the periodic checkpoint refuses to sign the shortened chain
+
+
+def test_removing_every_event_is_detected(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 3)
+    assert verify_and_checkpoint(org).ok
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_auditevent WHERE organization_id = %s", [org.pk])
+    report = verify_chain(org)
+    assert not report.ok and report.count == 0
+
+
+def test_a_forged_checkpoint_is_detected(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _events(org, 3)
+    assert verify_and_checkpoint(org).ok
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [events[-1].pk])
+    with triggers_disabled("audit_auditcheckpoint"):
+        # Point the checkpoint at the new last event; without the server key the signature cannot follow.
+        AuditCheckpoint.objects.filter(organization=org).update(last_event_id=events[-2].pk, last_hash=events[-2].hash)
+    report = verify_chain(org)
+    assert not report.ok and "signature" in report.reason
+
+
+def test_a_checkpoint_signed_with_another_key_does_not_verify(make_org: Callable[..., Organization], settings: object) -> None:
+    org = make_org()
+    _events(org, 2)
+    assert verify_and_checkpoint(org).ok
+    settings.CORTEX_AUDIT_KEY = "another-server-key"  # type: ignore[attr-defined]
+    assert "signature" in verify_chain(org).reason
+
+
+def test_the_periodic_checkpoint_is_incremental_and_signs_each_chain(make_org: Callable[..., Organization]) -> None:
+    a, b = make_org(), make_org()
+    _events(a, 2)
+    _events(b, 1)
+    assert tasks.checkpoint_all() == {"chains": Organization.objects.count() + 1, "broken": 0}
+    head = AuditCheckpoint.objects.filter(organization=a, kind="head").latest("id")
+    assert head.last_event_id == AuditEvent.objects.filter(organization=a).latest("id").pk
+    _events(a, 2)
+    tasks.checkpoint_all()
+    newer = AuditCheckpoint.objects.filter(organization=a, kind="head").latest("id")
+    assert newer.last_event_id > head.last_event_id and newer.event_count == head.event_count + 2
+    assert verify_chain(a).ok and verify_chain(b).ok
+
+
+def test_a_change_after_the_last_checkpoint_is_found_at_that_event(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 2)
+    checkpoint(org)
+    later = _events(org, 3)
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditevent SET details = '{\"i\": 99}'::jsonb WHERE id = %s", [later[1].pk])
+    report = checkpoint(org)
+    assert not report.ok and report.first_broken == later[1].pk
+    assert verify_chain(org).first_broken == later[1].pk
+
+
+# -- retention ---------------------------------------------------------------------------------------------
+def test_retention_removes_old_events_and_the_chain_still_verifies(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    old = _events_at(org, 4, timezone.now() - timedelta(days=800))
+    recent = _events(org, 3)
+    total_before = AuditEvent.objects.filter(organization=org).count()
+    result = enforce_retention(org)
+    assert not result.more and result.removed >= len(old)
+    remaining = set(AuditEvent.objects.filter(organization=org).values_list("pk", flat=True))
+    assert not remaining & {e.pk for e in old} and {e.pk for e in recent} <= remaining
+    cut = AuditCheckpoint.objects.get(organization=org, kind="retention")
+    assert cut.last_event_id == max(e.pk for e in old)
+    report = verify_chain(org)
+    assert report.ok, report
+    assert report.count == total_before + 1  # the removed ones still count, plus the audit.retention event
+    assert AuditEvent.objects.filter(organization=org, action="audit.retention").exists()
+    # Idempotent: nothing more is old enough.
+    assert enforce_retention(org).removed == 0
+
+
+def test_retention_runs_in_bounded_batches_and_the_task_re_enqueues(
+    make_org: Callable[..., Organization], monkeypatch: pytest.MonkeyPatch, settings: object
+) -> None:
+    org = _org_since(make_org, 1100)
+    _events_at(org, 7, timezone.now() - timedelta(days=1000))
+    first = enforce_retention(org, batch_size=3)
+    assert first.removed == 3 and first.more
+    assert verify_chain(org).ok  # verifiable after each cut, not just at the end
+    settings.CORTEX_AUDIT_RETENTION_BATCH = 3  # type: ignore[attr-defined]
+    again: list[int] = []
+    monkeypatch.setattr(tasks.enforce_retention, "apply_async", lambda **kw: again.append(1))
+    tasks.enforce_retention()
+    assert again == [1]  # more to do: it enqueued itself
+    while enforce_retention(org, batch_size=3).removed:
+        pass
+    assert not AuditEvent.objects.filter(organization=org, action="test.old").exists()
+    assert AuditCheckpoint.objects.filter(organization=org, kind="retention").count() >= 3
+    assert verify_chain(org).ok
+
+
+def test_retention_follows_each_organizations_own_period(make_org: Callable[..., Organization]) -> None:
+    strict, default = _org_since(make_org, 90), _org_since(make_org, 90)
+    Organization.objects.filter(pk=strict.pk).update(audit_retention_days=30)
+    strict.refresh_from_db()
+    s_old = _events_at(strict, 2, timezone.now() - timedelta(days=60))
+    d_old = _events_at(default, 2, timezone.now() - timedelta(days=60))
+    enforce_retention(strict)
+    enforce_retention(default)
+    assert not AuditEvent.objects.filter(pk__in=[e.pk for e in s_old]).exists()
+    assert AuditEvent.objects.filter(pk__in=[e.pk for e in d_old]).count() == 2  # within two years
+    assert verify_chain(strict).ok and verify_chain(default).ok
+
+
+def test_retention_refuses_to_bless_a_tampered_prefix(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    old = _events_at(org, 3, timezone.now() - timedelta(days=800))
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditevent SET action = 'test.forged' WHERE id = %s", [old[1].pk])
+    result = enforce_retention(org)
+    assert result.removed == 0 and str(old[1].pk) in result.refused
+    assert AuditEvent.objects.filter(pk=old[0].pk).exists()
+    assert verify_chain(org).first_broken == old[1].pk
+
+
+def test_removing_old_events_without_the_retention_task_is_detected(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    old = _events_at(org, 3, timezone.now() - timedelta(days=800))
+    _events(org, 2)
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("DELETE FROM audit_auditevent WHERE organization_id = %s AND id <= %s", [org.pk, old[-1].pk])
+    assert not verify_chain(org).ok
+
+
+def test_delete_outside_the_retention_window_stays_refused(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _events(org, 2)
+    with pytest.raises(DatabaseError, match="append-only"), transaction.atomic(), connection.cursor() as cursor:
+        # Naming another chain, or a later id, in the purge setting does not open the table.
+        cursor.execute("SELECT set_config('cortex.audit_purge', %s, true)", [f"{org.pk + 1}:{events[-1].pk}"])
+        cursor.execute("DELETE FROM audit_auditevent WHERE id = %s", [events[0].pk])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_and_checkpoints_leave_an_unbroken_anchored_chain(make_org: Callable[..., Organization]) -> None:
+    org = make_org("busy-anchored")
+    threads, per_thread = 4, 6
+    start = threading.Barrier(threads + 1)
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            start.wait()
+            for i in range(per_thread):
+                with transaction.atomic():
+                    record("test.concurrent", organization=org.pk, actor=Actor.system(f"w{worker}"), details={"i": i})
+        except BaseException as exc:  # noqa: BLE001 - surfaced to the test thread below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    def sign() -> None:
+        try:
+            start.wait()
+            for _ in range(5):
+                if not checkpoint(org.pk).ok:
+                    errors.append(AssertionError("a checkpoint found the chain broken"))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    workers = [threading.Thread(target=write, args=(n,)) for n in range(threads)] + [threading.Thread(target=sign)]
+    for thread in workers:
+        thread.start()
+    for thread in workers:
+        thread.join(60)
+    assert not errors, errors
+    assert AuditEvent.objects.filter(organization=org, action="test.concurrent").count() == threads * per_thread
+    report = verify_and_checkpoint(org)
+    assert report.ok and report.count == AuditEvent.objects.filter(organization=org).count()
+
+
+def test_beat_signs_heads_every_ten_minutes_and_enforces_retention_hourly() -> None:
+    from cortex_site.celery import app
+
+    schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
+    assert schedule["audit.checkpoint_all"] == 600.0 and schedule["audit.enforce_retention"] == 3600.0
+    assert {"audit.checkpoint_all", "audit.enforce_retention"} <= set(app.tasks)
