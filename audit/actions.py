@@ -18,14 +18,27 @@ class Action(StrEnum):
     AUTH_LOGOUT = "auth.logout"
     AUTH_SWITCH_ORGANIZATION = "auth.switch_organization"
     AUTH_TOKEN_REJECTED = "auth.token_rejected"  # noqa: S105 - an action name, not a secret
+    AUTH_LOGIN_THROTTLED = "auth.login_throttled"
+    AUTH_TOKEN_THROTTLED = "auth.token_throttled"  # noqa: S105 - an action name, not a secret
+    AUTH_PASSWORD_CHANGE = "auth.password_change"  # noqa: S105 - an action name, not a secret
+    AUTH_PASSWORD_RESET_REQUEST = "auth.password_reset_request"  # noqa: S105 - an action name, not a secret
+    AUTH_PASSWORD_RESET = "auth.password_reset"  # noqa: S105 - an action name, not a secret
+    AUTH_SIGN_OUT_EVERYWHERE = "auth.sign_out_everywhere"
     # tenancy
     ORGANIZATION_CREATE = "organization.create"
     ORGANIZATION_CONFLICT_POLICY = "organization.conflict_policy"
     MEMBER_ADD = "member.add"
     MEMBER_UPDATE = "member.update"
     MEMBER_REMOVE = "member.remove"
+    MEMBER_DEACTIVATE = "member.deactivate"
+    MEMBER_REACTIVATE = "member.reactivate"
+    INVITE_CREATE = "invite.create"
+    INVITE_ACCEPT = "invite.accept"
+    INVITE_REVOKE = "invite.revoke"
     SCOPE_CREATE = "scope.create"
     SCOPE_UPDATE = "scope.update"
+    SCOPE_RETIRE = "scope.retire"
+    SCOPE_UNRETIRE = "scope.unretire"
     GRANT_SET = "grant.set"
     GRANT_REVOKE = "grant.revoke"
     TOKEN_CREATE = "token.create"  # noqa: S105 - an action name, not a secret
@@ -68,5 +81,10 @@ class Action(StrEnum):
     WEBHOOK_REJECT = "webhook.reject"
     WEBHOOK_IGNORE = "webhook.ignore"
     WEBHOOK_DUPLICATE = "webhook.duplicate"
+    # reading the audit log itself
+    AUDIT_READ = "audit.read"
+    AUDIT_VERIFY = "audit.verify"
+    AUDIT_EXPORT = "audit.export"
+    AUDIT_RETENTION = "audit.retention"
     # agents signing in with OAuth
     OAUTH_GRANT = "oauth.grant"
