@@ -1,4 +1,5 @@
-"""cortex demo — the "Acme" organization with people at every clearance, scopes and grants.
+"""cortex demo — the "Acme" organization with people at every clearance, scopes, grants and,
+on its first run, a knowledge base of a few hundred memories (memories/demo/data/).
 
 Idempotent: running it again changes nothing and prints the same credentials.
 """
@@ -9,6 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
+from memories.demo.knowledge import seed_knowledge
 from memories.models import Membership, Organization, Scope
 from memories.services import tenancy as services
 
@@ -27,6 +29,7 @@ SCOPES = [
     ("sales", "Sales", Scope.Visibility.GRANTED),
     ("people", "People & HR", Scope.Visibility.GRANTED),
     ("leadership", "Leadership", Scope.Visibility.GRANTED),
+    ("handbook", "Company handbook", Scope.Visibility.ALL_MEMBERS),
 ]
 GRANTS = {
     # email: {scope: can_write}
@@ -74,7 +77,15 @@ def seed() -> Organization:
 def handle(command: Any, *, first_start: bool, **_: Any) -> None:
     if first_start and Organization.objects.exists() and not Organization.objects.filter(slug="acme").exists():
         return  # a real installation: leave it alone
-    seed()
+    organization = seed()
+    report = seed_knowledge(organization)
+    if report is not None:
+        command.stdout.write(
+            f"Demo knowledge written: {report.memories} memories, {report.superseded} newer versions, "
+            f"{report.briefs} meeting brief (conflict detection and entity extraction run in the worker)."
+        )
+        for failure in report.failures:
+            command.stderr.write(f"  not written: {failure}")
     command.stdout.write("Demo organization: Acme Robotics (acme). Sign in at /login/ with any of:")
     for email, _name, clearance, admin in PEOPLE:
         command.stdout.write(f"  {email:<16} password {DEMO_PASSWORD}   {clearance}{' (admin)' if admin else ''}")
