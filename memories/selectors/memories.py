@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal
-from memories.models import Memory
+from memories.models import Membership, Memory, Organization
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
@@ -130,3 +130,26 @@ def supersession_chain(principal: Principal, memory: Memory, *, limit: int = 50)
         seen.add(newer.pk)
         cursor = newer
     return chain
+
+
+def organization_holding(principal: Principal, memory_id: Any) -> Organization | None:
+    """Another of the person's organizations in which they may read this memory, or None.
+
+    For a link opened while another organization is active: the page can offer to switch. The
+    memory is looked up as the person's Principal in each of their other organizations, so the
+    same read rule applies as after switching, and nothing is said about a memory they could not
+    open there (missing, foreign and forbidden stay one 404).
+    """
+    others = (
+        Membership.objects.filter(user_id=principal.user.pk)
+        .exclude(organization_id=principal.organization_id)
+        .select_related("organization", "user")
+        .order_by("organization__name")
+    )
+    for membership in others:
+        try:
+            memory_for_history(Principal(membership), memory_id)
+        except NotFound:
+            continue
+        return membership.organization
+    return None

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
@@ -24,7 +24,7 @@ from memories.access import Principal, clearance_names
 from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import supersession_chain
+from memories.selectors.memories import organization_holding, supersession_chain
 from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
@@ -65,7 +65,14 @@ def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_GET
 def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
-    memory = memory_or_404(principal, memory_id)
+    try:
+        memory = memory_or_404(principal, memory_id)
+    except Http404:
+        # A link shared from another of the person's organizations: offer to switch, if they may read it there.
+        holder = organization_holding(principal, memory_id)
+        if holder is None:
+            raise
+        return render(request, "memories/elsewhere.html", {"holder": holder, "next": f"/memories/{memory_id}/"}, status=404)
     record(
         "memory.read",
         organization=principal.organization_id,
