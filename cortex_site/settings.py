@@ -78,6 +78,7 @@ MIDDLEWARE = [
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "cortex_site.middleware.ApiErrorMiddleware",
+    "cortex_site.middleware.MethodNotAllowedPageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",

@@ -21,11 +21,11 @@ from django_htmx.middleware import HtmxDetails
 from audit.services import record
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
-from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
+from memories.forms import COMMON_CATEGORIES, DetailsForm, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
 from memories.selectors.memories import organization_holding, supersession_chain
-from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_supersede
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
 from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
@@ -202,6 +202,30 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
                 messages.success(request, "Saved as a new version. The previous one is kept in the history.")
                 return redirect(f"/memories/{result.memory.pk}/")
     return render(request, "memories/edit.html", {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}, status=status)
+
+
+@principal_view
+@require_http_methods(["GET", "POST"])
+def memory_details(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Edit details (tags, category, clearance, expiry) in place; memory_patch decides and audits."""
+    memory = memory_or_404(principal, memory_id)
+    if not may_supersede(principal, memory):
+        raise DjangoPermissionDenied("You cannot change this memory.")
+    clearance = clearance_names(principal.organization_id).get(memory.clearance_rank, "")
+    form = DetailsForm(request.POST or None, principal=principal, initial=DetailsForm.initial_for(memory, clearance))
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                memory_patch(principal=principal, memory_id=memory.pk, changes=form.changes())
+            except CortexError as exc:
+                attach_error(form, exc)
+            else:
+                messages.success(request, "Details saved. The content and its history are unchanged.")
+                return redirect(f"/memories/{memory.pk}/")
+    context = {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}
+    return render(request, "memories/details.html", context, status=status)
 
 
 @principal_view
