@@ -26,7 +26,19 @@ from cortex_site.runner import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
 # Variables of the test run itself that must not leak into a runner started from a test.
-_SUITE_ONLY = ("DATABASE_URL", "REDIS_URL", "CORTEX_TESTING", "SECRET_KEY", "DEBUG", "CORTEX_DEMO", "CORTEX_HOME", "PORT", "HOST")
+# CELERY_TASK_ALWAYS_EAGER too: under `make run` the demo seed's post-write work goes to the worker.
+_SUITE_ONLY = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CORTEX_TESTING",
+    "SECRET_KEY",
+    "DEBUG",
+    "CORTEX_DEMO",
+    "CORTEX_HOME",
+    "PORT",
+    "HOST",
+    "CELERY_TASK_ALWAYS_EAGER",
+)
 
 
 @pytest.fixture
@@ -208,14 +220,14 @@ class RunningCortex:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for_output(self, text: str, timeout: float = 90) -> None:
+    def wait_for_output(self, text: str, timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.output():
             assert self.process.poll() is None, f"runner exited early ({self.process.returncode}):\n{self.output()[-4000:]}"
             assert time.monotonic() < deadline, f"{text!r} never appeared:\n{self.output()[-4000:]}"
             time.sleep(0.2)
 
-    def wait_healthy(self, timeout: float = 90) -> dict[str, object]:
+    def wait_healthy(self, timeout: float = 240) -> dict[str, object]:
         deadline = time.monotonic() + timeout
         last: object = None
         while time.monotonic() < deadline:
