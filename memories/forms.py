@@ -90,6 +90,11 @@ def set_choices(form: forms.Form, name: str, choices: list[tuple[str, str]]) -> 
     field.choices = choices
 
 
+def scope_choices(scopes: Any) -> list[tuple[str, str]]:
+    """Scopes as people know them: "Engineering (engineering)", the bare slug only when it is the name."""
+    return [(s.slug, f"{s.name} ({s.slug})" if s.name and s.name != s.slug else s.slug) for s in scopes]
+
+
 def split_tags(raw: str) -> list[str]:
     return [t.strip() for t in (raw or "").replace("\n", ",").split(",") if t.strip()]
 
@@ -149,7 +154,7 @@ class MemoryFieldsForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.principal = principal
         scopes = principal.writable_scopes()
-        set_choices(self, "scope", [(s.slug, f"{s.name} ({s.slug})" if s.name and s.name != s.slug else s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
         rungs = clearance_choices(principal)
         set_choices(self, "clearance_min", rungs)
         if not self.is_bound and "scope" not in self.initial:
@@ -220,7 +225,7 @@ class UploadOptionsForm(forms.Form):
     def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         scopes = principal.writable_scopes()
-        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
         rungs = clearance_choices(principal)
         set_choices(self, "clearance_min", rungs)
         slugs = [s.slug for s in scopes]
@@ -328,7 +333,7 @@ class GrantForm(forms.Form):
     def __init__(self, *args: Any, members: list[Membership], scopes: list[Scope], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         set_choices(self, "member", [(str(m.pk), m.user.email) for m in members])
-        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
 
 
 class DetailsForm(forms.Form):

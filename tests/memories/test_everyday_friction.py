@@ -7,7 +7,7 @@ from typing import Any
 from django.test import Client
 from support import assert_envelope, remember, signed_in
 
-from memories.models import Conflict, Memory, Organization
+from memories.models import Conflict, Memory, Organization, Scope
 from memories.services.documents import extract_text
 from memories.services.memories import MemoryDraft, memory_create
 from memories.templatetags.cortex_ui import render_markdown
@@ -101,6 +101,14 @@ def test_a_conflict_page_is_headed_by_its_two_titles_and_explains_itself_in_gram
         "duplicate": "Why these are duplicates",
     }[conflict.kind] in page
     assert signed_in(outsider).get(f"/conflicts/{conflict.pk}/").status_code == 404
+
+
+def test_the_upload_scope_dropdown_shows_names_not_bare_slugs(acme: dict[str, Any]) -> None:
+    Scope.objects.filter(organization=acme["org"], slug="engineering").update(name="Engineering")
+    page = signed_in(acme["employee"]).get("/memories/new/?tab=upload").content.decode()
+    assert '<option value="engineering" selected>Engineering (engineering)</option>' in page or (
+        '<option value="engineering">Engineering (engineering)</option>' in page
+    )
 
 
 # -- documents and content --------------------------------------------------------------------------
