@@ -111,6 +111,28 @@ def test_the_upload_scope_dropdown_shows_names_not_bare_slugs(acme: dict[str, An
     )
 
 
+def test_settings_scopes_offer_only_what_applies(acme: dict[str, Any], outsider: Any) -> None:
+    page = signed_in(acme["exec"]).get("/settings/?tab=scopes").content.decode()
+    rows = {
+        slug: page.split(f'action="/settings/scopes/{slug}/"', 1)[1].split("</form>", 1)[0]
+        for slug in ("public-docs", "sales", "handbook")
+    }
+    assert 'value="granted"' not in rows["public-docs"] and "All members (always, for public-docs)" in rows["public-docs"]
+    assert "Members can write" not in rows["sales"] and "Writing needs a grant" in rows["sales"]  # a granted scope
+    assert "Members can write" in rows["handbook"] and 'value="granted"' in rows["handbook"]  # all members, changeable
+    # Saving the public-docs row as offered works (it was refused when the form offered "Granted").
+    response = signed_in(acme["exec"]).post(
+        "/settings/scopes/public-docs/", {"visibility": "all_members", "members_can_write": "on"}
+    )
+    assert response.status_code in {200, 302}
+    assert Scope.objects.get(organization=acme["org"], slug="public-docs").visibility == "all_members"
+    # Nobody else may change acme's scopes: a member who is not an admin, or another organization's admin.
+    for who in (acme["employee"], outsider):
+        response = signed_in(who).post("/settings/scopes/sales/", {"visibility": "all_members", "members_can_write": "on"})
+        assert response.status_code in {403, 404}
+    assert Scope.objects.get(organization=acme["org"], slug="sales").visibility == "granted"
+
+
 # -- documents and content --------------------------------------------------------------------------
 def test_a_text_file_is_titled_by_its_first_line() -> None:
     document = extract_text("notes-2025-03.txt", b"\n  Quarterly planning: warehouse B  \n\nWe agreed on three things.\n")
