@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run test test-fast lint fmt bench browser clean
+.PHONY: run dev test test-fast lint fmt bench browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -15,9 +15,14 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-## make run — the app on http://127.0.0.1:8000 with embedded PostgreSQL + Redis, worker and beat.
+## make run — the app on http://127.0.0.1:8000 with embedded PostgreSQL + Redis, worker and beat;
+## production-safe (DEBUG off, real error pages, static files collected, secret under CORTEX_HOME).
 run: $(STAMP)
 	$(BIN)/python -m cortex_site.runner run
+
+## make dev — the same with DEBUG on and the web server reloading when code or templates change.
+dev: $(STAMP)
+	$(BIN)/python -m cortex_site.runner dev
 
 ## make test — lint first (a lint or import-contract violation fails it), then the whole suite
 ## (browser tests included) on throwaway embedded services.

@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.pagination import CursorPagination
@@ -20,7 +21,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from audit.context import current_request_id
-from cortex_site.errors import CortexError
+from cortex_site.errors import CortexError, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -112,6 +113,22 @@ class CortexCursorPagination(CursorPagination):
     page_size_query_param = "limit"
     max_page_size = 100
     ordering = ("-created_at", "-id")
+
+    _INVALID = "The cursor is not one this API handed out; start again without it and follow `next`."
+
+    def decode_cursor(self, request: Request) -> Any:
+        # DRF answers a cursor it cannot read with 404; it is bad input, not a missing page.
+        try:
+            return super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise ValidationFailed(self._INVALID, error_code="INVALID_CURSOR") from None
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        # A readable cursor whose position is not a timestamp fails in the query, not in decoding.
+        try:
+            return super().paginate_queryset(queryset, request, view)
+        except DjangoValidationError:
+            raise ValidationFailed(self._INVALID, error_code="INVALID_CURSOR") from None
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"results": data, "next": self.get_next_link()})

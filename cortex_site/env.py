@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -69,5 +70,32 @@ def env_choice(name: str, default: str, choices: set[str]) -> str:
 
 
 def cortex_home() -> Path:
-    """Where embedded services keep their data and the dev secret key live (default ./.cortex)."""
-    return Path(os.environ.get("CORTEX_HOME") or Path.cwd() / ".cortex").resolve()
+    """Where embedded services keep their data and the generated secret key lives: CORTEX_HOME, or
+    `.cortex` in the checkout (the runner's default too, whatever directory either starts from)."""
+    return Path(os.environ.get("CORTEX_HOME") or Path(__file__).resolve().parent.parent / ".cortex").resolve()
+
+
+def read_secret_key(home: Path) -> str | None:
+    try:
+        return (home / "secret_key").read_text().strip() or None
+    except FileNotFoundError:
+        return None
+
+
+def ensure_secret_key(home: Path) -> str:
+    """The key in `home/secret_key`, generated on first use.
+
+    Written under a temporary name created 0600 and renamed: the key is never readable by
+    others, and a start interrupted mid-write never leaves an empty key behind.
+    """
+    existing = read_secret_key(home)
+    if existing:
+        return existing
+    home.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    partial = home / f".secret_key.{os.getpid()}"
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    os.replace(partial, home / "secret_key")
+    return key

@@ -65,3 +65,22 @@ class ApiErrorMiddleware:
             if header in response:
                 json_response[header] = response[header]
         return json_response
+
+
+class MethodNotAllowedPageMiddleware:
+    """A page opened with the wrong method (e.g. a form's POST address typed into the address bar)
+    gets Cortex's 405 page instead of Django's blank one; the Allow header stays."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code != 405 or request.path.startswith(_API_PREFIX) or response.content:
+            return response
+        from django.shortcuts import render
+
+        page = render(request, "errors/405.html", {"allowed": response.get("Allow", "")}, status=405)
+        if "Allow" in response:
+            page["Allow"] = response["Allow"]
+        return page

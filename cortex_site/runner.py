@@ -1,13 +1,18 @@
 """How Cortex runs: `python -m cortex_site.runner <command>`.
 
-  run       everything for development (`make run`): embedded PostgreSQL + Redis unless
-            DATABASE_URL / REDIS_URL are set, migrate, seed the demo organization on first
-            start, then web (uvicorn) + Celery worker + Celery beat until Ctrl-C / SIGTERM.
+  run       everything on one machine (`make run`): embedded PostgreSQL + Redis unless
+            DATABASE_URL / REDIS_URL are set, migrate, collect static files, seed the demo
+            organization on first start, then web (uvicorn) + Celery worker + Celery beat until
+            Ctrl-C / SIGTERM. Production-safe: DEBUG off, the secret generated under CORTEX_HOME.
+  dev       the same with DEBUG on and the web server reloading on code changes (`make dev`)
   web       the ASGI server alone        (what the docker-compose `web` service runs)
   worker    a Celery worker alone        (docker-compose `worker`)
   beat      Celery beat alone            (docker-compose `beat`)
   migrate   apply migrations             (docker-compose `migrate`)
   services  only the embedded services, printing their URLs, until Ctrl-C (for benchmarks)
+
+While `run`, `dev` or `services` runs, $CORTEX_HOME/run/services.json (0600) records the URLs
+its children use, so `cortex ...` / `manage.py cortex ...` in another terminal find them.
   test      the test suite against throwaway embedded services (`make test`); extra
             arguments go to pytest
 
@@ -31,15 +36,18 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
+from cortex_site import running
 from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
+from cortex_site.env import cortex_home, ensure_secret_key
 
 PYTHON = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _home() -> Path:
-    return Path(os.environ.get("CORTEX_HOME") or ROOT / ".cortex").resolve()
+    return cortex_home()
 
 
 def _say(message: str) -> None:
@@ -134,10 +142,30 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
-def web_command() -> list[str]:
+def web_command(*, reload: bool = False) -> list[str]:
     host = os.environ.get("HOST", "127.0.0.1")
     port = os.environ.get("PORT", "8000")
     workers = os.environ.get("WEB_CONCURRENCY", "1")
+    if reload:
+        # Only our code and templates: the embedded services write under .cortex all the time.
+        watched = [
+            arg for name in ("cortex_site", "memories", "connectors", "audit", "templates") for arg in ("--reload-dir", name)
+        ]
+        return [
+            PYTHON,
+            "-m",
+            "uvicorn",
+            "cortex_site.asgi:application",
+            "--host",
+            host,
+            "--port",
+            port,
+            "--reload",
+            *watched,
+            "--reload-include",
+            "*.html",
+            "--no-server-header",
+        ]
     return [
         PYTHON,
         "-m",
@@ -257,10 +285,42 @@ def ensure_dev_connector_key(home: Path) -> None:
     os.environ["CORTEX_CONNECTOR_KEY"] = key_file.read_text().strip()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def _one_machine_defaults(home: Path, *, dev: bool) -> None:
+    """Settings for serving on this machine over plain HTTP, unless the operator set them.
+
+    DEBUG is off for `run` (no debug pages, static files as in production); `dev` turns it on.
+    Cookies are marked Secure and HSTS sent only when the public address is https: over plain
+    http://127.0.0.1 a Secure session cookie would never come back and nobody could sign in.
+    """
+    if dev:
+        os.environ["DEBUG"] = "1"
+    os.environ.setdefault("DEBUG", "0")
+    host = os.environ.get("HOST", "127.0.0.1")
+    if not os.environ.get("CORTEX_BASE_URL"):
+        # Links, MCP and OAuth addresses name where this server really listens (PORT may not be 8000).
+        shown = "127.0.0.1" if host in {"", "0.0.0.0", "::"} else host  # noqa: S104 - a listen address compared
+        os.environ["CORTEX_BASE_URL"] = f"http://{shown}:{os.environ.get('PORT', '8000')}"
+    base_url = os.environ["CORTEX_BASE_URL"]
+    https = base_url.startswith("https://")
+    for name in ("SESSION_COOKIE_SECURE", "CSRF_COOKIE_SECURE"):
+        os.environ.setdefault(name, "1" if https else "0")
+    if not https:
+        os.environ.setdefault("SECURE_HSTS_SECONDS", "0")
+    hosts = ["127.0.0.1", "localhost", "[::1]"]
+    if host not in {"", "0.0.0.0", "::", *hosts}:  # noqa: S104 - a listen address compared, not bound
+        hosts.append(host)
+    public = urlsplit(base_url).hostname if base_url else None
+    if public and public not in hosts:
+        hosts.append(public)
+    os.environ.setdefault("ALLOWED_HOSTS", ",".join(hosts))
+    if not os.environ.get("SECRET_KEY"):
+        ensure_secret_key(home)
+
+
+def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
     home = _home()
     home.mkdir(parents=True, exist_ok=True)
-    os.environ.setdefault("DEBUG", "1")
+    _one_machine_defaults(home, dev=dev)
     ensure_dev_connector_key(home)
     lock = RunLock(home)
     lock.acquire()
@@ -270,19 +330,24 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         with embedded_services(home) as service_env:
             env = _child_env(service_env)
+            running.write_state(home, env)
             _say("applying migrations")
             _manage("migrate", "--no-input", "-v", "0", env=env)
+            if not dev:
+                _say("collecting static files")
+                _manage("collectstatic", "--no-input", "-v", "0", env=env)
             if os.environ.get("CORTEX_DEMO", "1").strip().lower() not in {"0", "false", "no", "off"}:
                 _manage("cortex", "demo", "--first-start", env=env)
             if supervisor.stopping:
                 return 0
-            supervisor.spawn("web", web_command(), env)
+            supervisor.spawn("web", web_command(reload=dev), env)
             supervisor.spawn("worker", worker_command(), env)
             supervisor.spawn("beat", beat_command(home), env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).
             if supervisor.wait_until_listening(host, int(port)):
-                _say(f"Cortex is up on http://{host}:{port}  (Ctrl-C stops everything)")
+                mode = "development mode: DEBUG on, reloading on code changes; " if dev else ""
+                _say(f"Cortex is up on http://{host}:{port}  ({mode}Ctrl-C stops everything)")
             code = supervisor.wait()
             _say("stopping web, worker and beat")
             supervisor.stop_all()
@@ -294,6 +359,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         supervisor.stop_all()
         return 1
     finally:
+        running.clear_state(home)
         lock.release()
 
 
@@ -315,12 +381,14 @@ def cmd_services(args: argparse.Namespace) -> int:
     lock.acquire()
     try:
         with embedded_services(home) as env:
+            running.write_state(home, _child_env(env))
             for key, value in env.items():
                 print(f"export {key}='{value}'", flush=True)
             _say("services are up (Ctrl-C stops them)")
             while not stop["flag"]:
                 time.sleep(0.3)
     finally:
+        running.clear_state(home)
         lock.release()
     return 0
 
@@ -352,6 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("run")
+    sub.add_parser("dev")
     sub.add_parser("web")
     sub.add_parser("worker")
     sub.add_parser("beat")
@@ -365,6 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "dev":
+            return cmd_run(args, dev=True)
         if args.command == "services":
             return cmd_services(args)
         if args.command == "test":

@@ -7,8 +7,6 @@ production (docker-compose) sets them explicitly. Everything else has a safe def
 from __future__ import annotations
 
 import hashlib
-import os
-import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -16,12 +14,14 @@ from django.core.exceptions import ImproperlyConfigured
 
 from cortex_site.env import (
     cortex_home,
+    ensure_secret_key,
     env_bool,
     env_choice,
     env_float,
     env_int,
     env_list,
     env_str,
+    read_secret_key,
 )
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -35,22 +35,17 @@ def _secret_key() -> str:
     key = env_str("SECRET_KEY")
     if key:
         return key
+    # `make run` generates the key under CORTEX_HOME before it starts anything, so the web server,
+    # the worker and the operator CLI all sign with the same one and sessions survive restarts.
+    existing = read_secret_key(CORTEX_HOME)
+    if existing:
+        return existing
     if not (DEBUG or TESTING):
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off (make run sets DEBUG=1 for you).")
-    # Development: generate once, keep it under CORTEX_HOME so sessions survive restarts.
-    key_file = CORTEX_HOME / "secret_key"
-    if key_file.exists() and key_file.read_text().strip():
-        return key_file.read_text().strip()
-    CORTEX_HOME.mkdir(parents=True, exist_ok=True)
-    key = secrets.token_urlsafe(50)
-    # Written under a temporary name created 0600 and renamed: the key is never readable by
-    # others, and a start interrupted mid-write never leaves an empty key behind.
-    partial = key_file.with_name(f".secret_key.{os.getpid()}")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(key)
-    os.replace(partial, key_file)
-    return key
+        raise ImproperlyConfigured(
+            f"SECRET_KEY is not set and {CORTEX_HOME / 'secret_key'} does not exist: "
+            "set SECRET_KEY, or start Cortex with `make run`, which generates one there."
+        )
+    return ensure_secret_key(CORTEX_HOME)
 
 
 SECRET_KEY = _secret_key()
@@ -131,6 +126,7 @@ MIDDLEWARE = [
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "cortex_site.middleware.ApiErrorMiddleware",
+    "cortex_site.middleware.MethodNotAllowedPageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -163,8 +159,8 @@ TEMPLATES = [
 _database_url = env_str("DATABASE_URL")
 if not _database_url:
     raise ImproperlyConfigured(
-        "DATABASE_URL is not set. `make run` / `make test` start embedded PostgreSQL and set it; "
-        "otherwise point it at PostgreSQL with pgvector, e.g. postgresql://user:pw@host:5432/cortex"
+        f"DATABASE_URL is not set and Cortex is not running from {CORTEX_HOME}: start `make run` first, "
+        "or set DATABASE_URL to PostgreSQL with pgvector, e.g. postgresql://user:pw@host:5432/cortex"
     )
 _db = dj_database_url.parse(_database_url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), conn_health_checks=True)
 # A Unix-socket URL (postgresql://user@/db?host=/path) arrives as an option; Django wants it as HOST.
@@ -321,6 +317,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
 X_FRAME_OPTIONS = "DENY"
+# Debug pages and error e-mails mask passwords inside service URLs too, not only secret-named settings.
+DEFAULT_EXCEPTION_REPORTER_FILTER = "cortex_site.reporting.CredentialMaskingFilter"
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'"

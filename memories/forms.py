@@ -7,6 +7,7 @@ Service errors come back onto the field they concern through `attach_error`.
 
 from __future__ import annotations
 
+import re
 import uuid
 from datetime import datetime
 from typing import Any
@@ -55,10 +56,28 @@ FIELD_FOR_ERROR = {
 }
 
 
+# The API's field names as people see them on a form ("valid_until must be after valid_from"
+# reads "Valid until must be after Valid from").
+FIELD_WORDS = {
+    "valid_until": "Valid until",
+    "valid_from": "Valid from",
+    "source_url": "Source link",
+    "clearance_min": "Minimum clearance",
+    "idempotency_key": "the form's key",
+}
+_FIELD_WORD = re.compile(r"\b(" + "|".join(FIELD_WORDS) + r")\b")
+
+
+def in_words(message: str) -> str:
+    """A service message with API field names replaced by the labels people see."""
+    worded = _FIELD_WORD.sub(lambda match: FIELD_WORDS[match.group(1)], message)
+    return worded[:1].upper() + worded[1:]
+
+
 def attach_error(form: forms.Form, exc: CortexError) -> None:
-    """Put a service error next to the field it is about (or on the form when none fits)."""
+    """Put a service error next to the field it is about (or on the form when none fits), in words."""
     field = FIELD_FOR_ERROR.get(exc.error_code)
-    form.add_error(field if field in form.fields else None, exc.message)
+    form.add_error(field if field in form.fields else None, in_words(exc.message))
 
 
 def clearance_choices(principal: Principal) -> list[tuple[str, str]]:
@@ -71,6 +90,11 @@ def set_choices(form: forms.Form, name: str, choices: list[tuple[str, str]]) -> 
     field = form.fields[name]
     assert isinstance(field, forms.ChoiceField), name  # a programming error, not bad input
     field.choices = choices
+
+
+def scope_choices(scopes: Any) -> list[tuple[str, str]]:
+    """Scopes as people know them: "Engineering (engineering)", the bare slug only when it is the name."""
+    return [(s.slug, f"{s.name} ({s.slug})" if s.name and s.name != s.slug else s.slug) for s in scopes]
 
 
 def split_tags(raw: str) -> list[str]:
@@ -132,7 +156,7 @@ class MemoryFieldsForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.principal = principal
         scopes = principal.writable_scopes()
-        set_choices(self, "scope", [(s.slug, f"{s.name} ({s.slug})" if s.name and s.name != s.slug else s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
         rungs = clearance_choices(principal)
         set_choices(self, "clearance_min", rungs)
         if not self.is_bound and "scope" not in self.initial:
@@ -203,7 +227,7 @@ class UploadOptionsForm(forms.Form):
     def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         scopes = principal.writable_scopes()
-        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
         rungs = clearance_choices(principal)
         set_choices(self, "clearance_min", rungs)
         slugs = [s.slug for s in scopes]
@@ -338,7 +362,42 @@ class GrantForm(forms.Form):
     def __init__(self, *args: Any, members: list[Membership], scopes: list[Scope], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         set_choices(self, "member", [(str(m.pk), m.user.email) for m in members])
-        set_choices(self, "scope", [(s.slug, s.slug) for s in scopes])
+        set_choices(self, "scope", scope_choices(scopes))
+
+
+class DetailsForm(forms.Form):
+    """Edit details: tags, category, clearance and expiry, changed in place (memory_patch, audited);
+    the content and its history stay as they are."""
+
+    category = forms.CharField(
+        max_length=50,
+        widget=forms.TextInput(attrs={"list": "category-options", "autocomplete": "off"}),
+        help_text="One word: decision, policy, incident, runbook…",
+    )
+    tags = forms.CharField(required=False, max_length=1100, help_text="Comma-separated, e.g. api, security.")
+    clearance_min = forms.ChoiceField(
+        label="Minimum clearance", help_text="Who can read it: this rung and above. At most your own."
+    )
+    valid_until = _datetime_field("Valid until", "When it stops applying (UTC). Empty means until superseded.")
+
+    def __init__(self, *args: Any, principal: Principal, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        set_choices(self, "clearance_min", clearance_choices(principal))
+
+    @staticmethod
+    def initial_for(memory: Any, clearance: str) -> dict[str, Any]:
+        until = timezone.localtime(memory.valid_until).strftime(DATETIME_LOCAL) if memory.valid_until else ""
+        return {"category": memory.category, "tags": ", ".join(memory.tags), "clearance_min": clearance, "valid_until": until}
+
+    def changes(self) -> dict[str, Any]:
+        """The fields as memory_patch takes them; unchanged values are sent too (the service skips them)."""
+        data = self.cleaned_data
+        return {
+            "category": (data.get("category") or "note").strip().lower(),
+            "tags": split_tags(data.get("tags", "")),
+            "clearance_min": data["clearance_min"],
+            "valid_until": data.get("valid_until"),
+        }
 
 
 class BriefForm(forms.Form):

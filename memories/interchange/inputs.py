@@ -21,6 +21,18 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
+            # DRF's CharField turns 12345 into "12345"; a client sending a number where text
+            # belongs has a bug we should tell it about, not a memory we should store.
+            not_text = sorted(
+                name
+                for name, field in self.fields.items()
+                if isinstance(field, serializers.CharField)
+                and name in data
+                and data[name] is not None
+                and not isinstance(data[name], str)
+            )
+            if not_text:
+                raise serializers.ValidationError({name: ["Must be a string."] for name in not_text})
         return super().to_internal_value(data)
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Operator, Principal, parse_id
-from memories.models import Memory
+from memories.models import Membership, Memory, Organization
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
@@ -134,3 +134,24 @@ def memory_timeline(
     if until is not None:
         memories = memories.filter(valid_from__lt=until)
     return memories.order_by("valid_from", "id")
+def organization_holding(principal: Principal, memory_id: Any) -> Organization | None:
+    """Another of the person's organizations in which they may read this memory, or None.
+
+    For a link opened while another organization is active: the page can offer to switch. The
+    memory is looked up as the person's Principal in each of their other organizations, so the
+    same read rule applies as after switching, and nothing is said about a memory they could not
+    open there (missing, foreign and forbidden stay one 404).
+    """
+    others = (
+        Membership.objects.filter(user_id=principal.user.pk)
+        .exclude(organization_id=principal.organization_id)
+        .select_related("organization", "user")
+        .order_by("organization__name")
+    )
+    for membership in others:
+        try:
+            memory_for_history(Principal(membership), memory_id)
+        except NotFound:
+            continue
+        return membership.organization
+    return None

@@ -167,6 +167,14 @@ def _kept_decisions(draft: BriefDraft) -> list[str]:
     texts = {"summary": draft.summary, "transcript": draft.transcript}
     kept: list[str] = []
     for position, decision in enumerate(draft.decisions, start=1):
+        # Decisions come from a form's hidden fields or a JSON body: anything but an object
+        # (a list, a number, a string) is bad input, never a crash.
+        if not isinstance(decision, Mapping):
+            raise ValidationFailed(
+                f"Decision {position} is not a decision (an object with text, quote, source, start and end).",
+                error_code="INVALID_DECISION",
+                details={"decision": position},
+            )
         source, quote = decision.get("source"), decision.get("quote")
         start, end, text = decision.get("start"), decision.get("end"), " ".join(str(decision.get("text") or "").split())
         grounded = (

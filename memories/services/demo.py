@@ -25,6 +25,7 @@ SCOPES = [
     ("sales", "Sales", Scope.Visibility.GRANTED),
     ("people", "People & HR", Scope.Visibility.GRANTED),
     ("leadership", "Leadership", Scope.Visibility.GRANTED),
+    ("handbook", "Company handbook", Scope.Visibility.ALL_MEMBERS),
 ]
 GRANTS = {
     # email: {scope: can_write}

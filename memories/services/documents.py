@@ -43,7 +43,7 @@ def extract_text(filename: str, data: bytes) -> ExtractedDocument:
     """Title and plain text of a document.
 
     The title is the document's own (docx core title, PDF metadata title, a leading Markdown
-    `# heading`) when it has one, else the file name without its extension. Checks the type
+    `# heading`, a text file's first line) when it has one, else the file name without its extension. Checks the type
     from the extension and the size against CORTEX_MAX_UPLOAD_BYTES before parsing anything.
     """
     name = PurePath(filename).name
@@ -64,7 +64,7 @@ def extract_text(filename: str, data: bytes) -> ExtractedDocument:
     else:
         text = _decode_utf8(name, data)
         kind = "markdown" if extension == ".md" else "text"
-        title = _markdown_title(text) if kind == "markdown" else ""
+        title = _markdown_title(text) if kind == "markdown" else _first_line(text)
     text = _tidy(text)
     if not text:
         raise ValidationFailed(f"{name} contains no text.", error_code="EMPTY_CONTENT", details={"filename": name})
@@ -99,6 +99,11 @@ def _markdown_title(text: str) -> str:
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     match = _MARKDOWN_H1.match(first)
     return match.group("title").strip() if match else ""
+
+
+def _first_line(text: str) -> str:
+    """A plain-text file's first non-empty line: what people write first is what the note is about."""
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
 
 
 def _tidy(text: str) -> str:

@@ -450,7 +450,10 @@ def _markdown_parser() -> Any:
     from markdown_it import MarkdownIt
 
     # Raw HTML in the source is shown as text, never interpreted; nh3 below is the second wall.
-    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False}).enable(["table", "strikethrough"])
+    # `breaks`: a single line break is kept, as Slack, e-mail and a transcript's speaker turns mean it.
+    return MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False, "breaks": True}).enable(
+        ["table", "strikethrough"]
+    )
 
 
 def render_markdown(text: str, *, demote: int = 1) -> SafeString:
@@ -483,6 +486,21 @@ def render_markdown(text: str, *, demote: int = 1) -> SafeString:
 def markdown_filter(text: Any) -> SafeString:
     """`{{ memory.content|markdown }}` → safe HTML (see `render_markdown`)."""
     return render_markdown(str(text or ""))
+
+
+def without_title_heading(content: str, title: str) -> str:
+    """The content without a leading `# heading` that only repeats the title shown above it."""
+    lines = content.lstrip("\n").split("\n", 1)
+    first = lines[0].strip()
+    if first.startswith("# ") and " ".join(first[2:].split()).casefold() == " ".join(title.split()).casefold():
+        return lines[1] if len(lines) > 1 else ""
+    return content
+
+
+@register.filter(name="memory_markdown")
+def memory_markdown_filter(memory: Any) -> SafeString:
+    """`{{ memory|memory_markdown }}`: its content as safe HTML, minus a first heading equal to its title."""
+    return render_markdown(without_title_heading(str(memory.content or ""), str(memory.title or "")))
 
 
 def highlight_terms(text: str, terms: Iterable[str]) -> SafeString:

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
@@ -21,11 +21,11 @@ from django_htmx.middleware import HtmxDetails
 from audit.selectors import can_see_readers, memory_readers
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
-from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
+from memories.forms import COMMON_CATEGORIES, DetailsForm, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import supersession_chain
-from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.selectors.memories import organization_holding, supersession_chain
+from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_supersede
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
@@ -66,7 +66,14 @@ def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
 @principal_view
 @require_GET
 def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
-    memory = memory_or_404(principal, memory_id)
+    try:
+        memory = memory_or_404(principal, memory_id)
+    except Http404:
+        # A link shared from another of the person's organizations: offer to switch, if they may read it there.
+        holder = organization_holding(principal, memory_id)
+        if holder is None:
+            raise
+        return render(request, "memories/elsewhere.html", {"holder": holder, "next": f"/memories/{memory_id}/"}, status=404)
     memory_read_audit(principal=principal, memory=memory, via="ui")
     conflicts = [
         {"conflict": c, "other": c.existing_memory if c.new_memory_id == memory.pk else c.new_memory}
@@ -191,6 +198,30 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
                 messages.success(request, "Saved as a new version. The previous one is kept in the history.")
                 return redirect(f"/memories/{result.memory.pk}/")
     return render(request, "memories/edit.html", {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}, status=status)
+
+
+@principal_view
+@require_http_methods(["GET", "POST"])
+def memory_details(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Edit details (tags, category, clearance, expiry) in place; memory_patch decides and audits."""
+    memory = memory_or_404(principal, memory_id)
+    if not may_supersede(principal, memory):
+        raise DjangoPermissionDenied("You cannot change this memory.")
+    clearance = clearance_names(principal.organization_id).get(memory.clearance_rank, "")
+    form = DetailsForm(request.POST or None, principal=principal, initial=DetailsForm.initial_for(memory, clearance))
+    status = 200
+    if request.method == "POST":
+        status = 400
+        if form.is_valid():
+            try:
+                memory_patch(principal=principal, memory_id=memory.pk, changes=form.changes())
+            except CortexError as exc:
+                attach_error(form, exc)
+            else:
+                messages.success(request, "Details saved. The content and its history are unchanged.")
+                return redirect(f"/memories/{memory.pk}/")
+    context = {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}
+    return render(request, "memories/details.html", context, status=status)
 
 
 @principal_view

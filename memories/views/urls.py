@@ -14,6 +14,7 @@ urlpatterns = [
     path("memories/preview/", memories.markdown_preview, name="memory-preview"),
     path("memories/<uuid:memory_id>/", memories.memory_detail, name="memory-detail"),
     path("memories/<uuid:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
+    path("memories/<uuid:memory_id>/details/", memories.memory_details, name="memory-details"),
     path("memories/<uuid:memory_id>/redact/", memories.memory_redact_view, name="memory-redact"),
     path("briefs/new/", briefs.brief_new, name="brief-new"),
     path("briefs/extract/", briefs.brief_extract, name="brief-extract"),

@@ -26,7 +26,19 @@ from cortex_site.runner import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
 # Variables of the test run itself that must not leak into a runner started from a test.
-_SUITE_ONLY = ("DATABASE_URL", "REDIS_URL", "CORTEX_TESTING", "SECRET_KEY", "DEBUG", "CORTEX_DEMO", "CORTEX_HOME", "PORT", "HOST")
+# CELERY_TASK_ALWAYS_EAGER too: under `make run` the demo seed's post-write work goes to the worker.
+_SUITE_ONLY = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "CORTEX_TESTING",
+    "SECRET_KEY",
+    "DEBUG",
+    "CORTEX_DEMO",
+    "CORTEX_HOME",
+    "PORT",
+    "HOST",
+    "CELERY_TASK_ALWAYS_EAGER",
+)
 
 
 @pytest.fixture
@@ -208,14 +220,14 @@ class RunningCortex:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def wait_for_output(self, text: str, timeout: float = 90) -> None:
+    def wait_for_output(self, text: str, timeout: float = 240) -> None:
         deadline = time.monotonic() + timeout
         while text not in self.output():
             assert self.process.poll() is None, f"runner exited early ({self.process.returncode}):\n{self.output()[-4000:]}"
             assert time.monotonic() < deadline, f"{text!r} never appeared:\n{self.output()[-4000:]}"
             time.sleep(0.2)
 
-    def wait_healthy(self, timeout: float = 90) -> dict[str, object]:
+    def wait_healthy(self, timeout: float = 240) -> dict[str, object]:
         deadline = time.monotonic() + timeout
         last: object = None
         while time.monotonic() < deadline:
@@ -269,6 +281,57 @@ def _sign_in(base: str, email: str, password: str) -> httpx.Client:
     return client
 
 
+CORTEX_SCRIPT = Path(sys.executable).parent / "cortex"
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The `cortex` console script as an operator runs it: from another directory, with nothing
+    in the environment but CORTEX_HOME."""
+    return subprocess.run(
+        [str(CORTEX_SCRIPT), *args], env=_runner_env(home), cwd=home, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_cli_says_in_one_sentence_when_nothing_runs(home: Path) -> None:
+    for command in ([str(CORTEX_SCRIPT), "org", "create", "newco"], [sys.executable, str(ROOT / "manage.py"), "cortex", "demo"]):
+        result = subprocess.run(command, env=_runner_env(home), cwd=home, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2
+        assert result.stderr.strip() == f"cortex: Cortex is not running from {home}: start `make run` first, or set DATABASE_URL."
+        assert result.stdout == ""
+
+
+def _operator_cli_works_beside_the_runner(run: RunningCortex) -> None:
+    state = run.home / "run" / "services.json"
+    assert state.stat().st_mode & 0o777 == 0o600  # it holds the Redis password
+    assert (run.home / "secret_key").stat().st_mode & 0o777 == 0o600
+    created = _cli(run.home, "org", "create", "newco", "--name", "Newco Labs")
+    assert created.returncode == 0, created.stderr
+    added = _cli(
+        run.home, "user", "add", "nia@newco.test", "--org", "newco", "--clearance", "Manager", "--password", "pw-for-nia-1"
+    )
+    assert added.returncode == 0, added.stderr
+    # The app sees what the CLI wrote: Nia signs in to Newco Labs.
+    nia = _sign_in(run.base, "nia@newco.test", "pw-for-nia-1")
+    assert nia.get("/api/me").json()["organization"] == {"slug": "newco", "name": "Newco Labs"}
+
+
+def _production_pages_show_no_debug_information(run: RunningCortex, client: httpx.Client) -> None:
+    for response in (httpx.get(f"{run.base}/no-such-page/", timeout=20), client.get("/no-such-page/")):
+        assert response.status_code == 404
+        assert "We couldn’t find that page" in response.text
+        # Django's debug 404 lists the URL patterns it tried; ours lists nothing.
+        assert "URLconf" not in response.text
+        assert "api/" not in response.text.replace('href="/api/', "")
+        assert "DEBUG = True" not in response.text
+    # Static files are served as in production: hashed names, long-lived caching.
+    page = client.get("/")
+    hashed = [part.split('"')[0] for part in page.text.split('href="/static/')[1:] if part.split('"')[0].endswith(".css")]
+    assert hashed and all(len(name.split(".")) >= 3 for name in hashed), hashed
+    css = client.get(f"/static/{hashed[0]}")
+    assert css.status_code == 200
+    assert "immutable" in css.headers.get("cache-control", "")
+
+
 @pytest.mark.slow
 def test_run_serves_the_demo_stops_cleanly_on_sigterm_and_keeps_data(home: Path) -> None:
     log = home / "runner.log"
@@ -285,6 +348,8 @@ def test_run_serves_the_demo_stops_cleanly_on_sigterm_and_keeps_data(home: Path)
         assert "Acme Robotics" in shell.text
         assert ada.get("/api/me").json()["organization"]["slug"] == "acme"
         assert "cortex-demo" in first.output()  # the demo credentials are printed on start
+        _operator_cli_works_beside_the_runner(first)
+        _production_pages_show_no_debug_information(first, ada)
         owned = first.our_processes()
         assert len(owned) >= 5  # web, worker, beat, postgres, redis (and their helpers)
         names = {psutil.Process(pid).name() for pid in owned}
@@ -297,6 +362,7 @@ def test_run_serves_the_demo_stops_cleanly_on_sigterm_and_keeps_data(home: Path)
     assert not leftovers, [psutil.Process(pid).cmdline() for pid in leftovers]
     assert not _processes_mentioning(home)
     assert not (home / "run" / "cortex.pid").exists()
+    assert not (home / "run" / "services.json").exists()  # the CLI no longer finds a dead run
     assert "stopped; data kept in" in first.output()
 
     # A stale lock (a dead pid) from a crashed run does not stop the next start.

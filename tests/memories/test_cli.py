@@ -364,7 +364,8 @@ def test_demo_is_idempotent_and_prints_credentials_each_time() -> None:
     after_first = counts()
     second = cortex("demo")
     assert counts() == after_first
-    assert first == second
+    # The first run also writes the knowledge base (tests/memories/test_demo.py); the rest is the same.
+    assert [line for line in first if not line.startswith("Demo knowledge written")] == second
     text = "\n".join(first)
     for email, _name, clearance, _admin in PEOPLE:
         assert email in text

@@ -13,10 +13,10 @@ from cortex_site.errors import PayloadTooLarge, UnsupportedMediaType, Validation
 from memories.services.documents import SUPPORTED_EXTENSIONS, extract_text
 
 
-def test_plain_text_keeps_its_text_and_takes_the_file_name_as_title() -> None:
+def test_plain_text_keeps_its_text_and_takes_its_first_line_as_title() -> None:
     doc = extract_text("notes/Rate limits.txt", b"All external APIs are rate limited.\r\nBurst: 20 req/s.\n")
     assert doc.kind == "text"
-    assert doc.title == "Rate limits"
+    assert doc.title == "All external APIs are rate limited."
     assert doc.text == "All external APIs are rate limited.\nBurst: 20 req/s."
 
 

@@ -221,7 +221,7 @@ def test_upload_per_file_errors_name_the_reason_and_keep_the_good_files(acme: di
     assert "picture.png: only .txt, .md, .docx, .pdf files can be uploaded." in html
     assert "huge.txt is 4.9\xa0KB; the limit is 2.0\xa0KB." in html
     assert "latin1.txt is not UTF-8" in html
-    assert list(Memory.objects.values_list("title", flat=True)) == ["good"]
+    assert list(Memory.objects.values_list("title", flat=True)) == ["A perfectly fine note."]  # a .txt: its first line
 
 
 def test_upload_answers_json_per_file_for_the_progress_ui(acme: dict[str, Any]) -> None:

@@ -200,6 +200,17 @@ def test_a_decision_not_grounded_in_the_text_is_refused_on_save(acme: dict[str, 
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize("decision", ["[1, 2]", "12", '"text"', "null"])
+def test_a_decision_that_is_not_an_object_is_a_400_with_a_message_not_a_500(acme: dict[str, Any], decision: str) -> None:
+    response = signed_in(acme["employee"]).post(
+        "/briefs/new/",
+        {"title": "Sync", "scope": "public-docs", "clearance_min": "Contractor", "summary": "We met.", "decision": [decision]},
+    )
+    assert response.status_code == 400
+    assert "Decision 1 is not a decision" in response.content.decode()
+    assert not Memory.objects.exists()
+
+
 def test_extraction_errors_come_back_as_a_message(acme: dict[str, Any]) -> None:
     client = signed_in(acme["employee"])
     assert "Give a written summary, a transcript, or both." in client.post("/briefs/extract/", {"summary": " "}).content.decode()

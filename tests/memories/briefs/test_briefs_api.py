@@ -180,6 +180,13 @@ def test_saving_refuses_a_decision_whose_quote_is_not_in_the_text(acme: dict[str
     assert not Memory.objects.exists()
 
 
+@pytest.mark.parametrize("decision", [[1, 2], "Drop API v1", 12, None])
+def test_a_decision_that_is_not_an_object_is_a_400_envelope(acme: dict[str, Any], api: Any, decision: Any) -> None:
+    body = assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", brief_body(decisions=[decision])), 400)
+    assert body["error_code"] in {"VALIDATION_ERROR", "INVALID_DECISION"}, body
+    assert not Memory.objects.exists()
+
+
 def test_saving_follows_the_write_rule(acme: dict[str, Any], api: Any, outsider: Any) -> None:
     assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", brief_body(scope="sales")), 400, "UNKNOWN_SCOPE")
     assert_envelope(api(acme["contractor"]).post("/api/meeting-briefs", brief_body()), 403, "SCOPE_NOT_WRITABLE")
