@@ -1,4 +1,5 @@
-"""The `cortex` console script: `cortex org create acme` is `manage.py cortex org create acme`.
+"""The `cortex` console script: `cortex org create acme` is `manage.py cortex org create acme`;
+`cortex hook prompt|stop` are the coding-agent hooks (cortex_site.agent_hooks), which need no database.
 
 Both find a running `make run` through CORTEX_HOME (see cortex_site.running) when DATABASE_URL is
 not set, and say so in one sentence when nothing runs.
@@ -23,8 +24,13 @@ def prepare() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["hook"]:
+        # Coding-agent hooks run next to the agent and talk to Cortex over HTTP: no database needed.
+        from cortex_site.agent_hooks import main as hook_main
+
+        sys.exit(hook_main(args[1:]))
     prepare()
     from django.core.management import execute_from_command_line
 
-    args = list(sys.argv[1:] if argv is None else argv)
     execute_from_command_line(["cortex", "cortex", *args])

@@ -134,6 +134,8 @@ def memory_timeline(
     if until is not None:
         memories = memories.filter(valid_from__lt=until)
     return memories.order_by("valid_from", "id")
+
+
 def organization_holding(principal: Principal, memory_id: Any) -> Organization | None:
     """Another of the person's organizations in which they may read this memory, or None.
 

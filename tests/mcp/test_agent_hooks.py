@@ -65,3 +65,16 @@ def test_stop_hook_remembers_the_sessions_decisions_once(hook_env: dict[str, Any
     assert stored.category == "decision" and stored.author_id == hook_env["employee"].user_id
     run("stop", stdin=payload)  # the same session again: nothing new
     assert Memory.objects.filter(source="Claude Code").count() == 1
+
+
+def test_the_cortex_console_script_runs_the_hooks_without_a_database(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "CORTEX_TOKEN": ""}  # no DATABASE_URL, nothing running
+    script = Path(sys.executable).parent / "cortex"
+    answer = subprocess.run(
+        [str(script), "hook", "prompt"], input='{"prompt": "hello"}', capture_output=True, text=True, env=env, timeout=60
+    )
+    assert answer.returncode == 0 and answer.stdout == ""
+    assert "set CORTEX_TOKEN" in answer.stderr  # the hook's own sentence, not the CLI's "start make run first"
