@@ -553,11 +553,19 @@ def _duplicates(existing: Memo, new: Memo, a: list[Statement], b: list[Statement
         return False
     words_a, words_b = content_words(existing.content), content_words(new.content)
     overlap = jaccard(words_a, words_b)
+    # Two notes from one template that name different tickets, incidents or codes are about
+    # different things, however alike their words (recall must still find each by its id).
+    if _identifiers(existing) != _identifiers(new):
+        return False
     if similarity >= VERY_HIGH_SIMILARITY and overlap >= 0.8:
         return True
     if overlap < DUPLICATE_WORD_OVERLAP:
         return False
     return _covered(a, b) and _covered(b, a)
+
+
+def _identifiers(memo: Memo) -> set[str]:
+    return {t.lower() for t in _IDENTIFIER.findall(_EMAIL_OR_URL.sub(" ", f"{memo.title}\n{memo.content}"))}
 
 
 def _covered(these: list[Statement], by: list[Statement]) -> bool:

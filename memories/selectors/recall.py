@@ -316,6 +316,9 @@ def _lead_to_current_versions(
     """
     if not earlier:
         return best
+    # Identifiers the query names (and some candidate holds): a real later version may reword
+    # everything else, but it answers for an id only if it still names it.
+    identifiers = [w if is_identifier(term) else 0.0 for term, w in zip(terms, score.selective, strict=False)]
     heads = sql.current_versions(list(earlier))
     missing = sorted({head for head in heads.values() if head not in best}, key=str)
     if missing:
@@ -326,9 +329,16 @@ def _lead_to_current_versions(
                 best[chunk.memory_id] = candidate
     for earlier_id, head in sorted(heads.items(), key=lambda item: -earlier[item[0]].strength):
         inherited = earlier[earlier_id].strength
+        if head in best and _holds_what_the_other_lacks(earlier[earlier_id].chunk, best[head].chunk, identifiers):
+            continue  # the old one named the ticket asked about, the current one does not: no answer by proxy
         if head in best and inherited > best[head].strength:
             best[head] = replace(best[head], strength=inherited, earlier_version_id=earlier_id)
     return {memory_id: c for memory_id, c in best.items() if c.strength > 0.0}
+
+
+def _holds_what_the_other_lacks(holder: sql.ScoredChunk, other: sql.ScoredChunk, selective: Sequence[float]) -> bool:
+    """Whether `holder` contains a selective query term (identifier, rare word) that `other` lacks."""
+    return any(w > 0 and has and not lacks for w, has, lacks in zip(selective, holder.body_hits, other.body_hits, strict=False))
 
 
 def _share_between_versions(
@@ -352,8 +362,7 @@ def _share_between_versions(
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
         if pool[newer][0].valid_from == pool[older][0].valid_from:
             continue
-        newer_hits, older_hits = pool[newer][1].chunk.body_hits, pool[older][1].chunk.body_hits
-        if any(w > 0 and old and not new for w, old, new in zip(selective, older_hits, newer_hits, strict=False)):
+        if _holds_what_the_other_lacks(pool[older][1].chunk, pool[newer][1].chunk, selective):
             continue
         shared[newer] = max(shared[newer], strengths[older])
     return shared
