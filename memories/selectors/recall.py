@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -35,7 +37,7 @@ from memories.embeddings.factory import get_embedder
 from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
-from memories.services.embedding import embed_for_store
+from memories.services.embedding import check_signature, embed_for_store, signature_of
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
@@ -368,6 +370,32 @@ def _share_between_versions(
     return shared
 
 
+# Query vectors of this process, most recent last: a repeated query (paging, typing, an agent
+# asking again) skips the model. Keyed by the embedder instance and its model's signature, so a
+# reconfigured embedder (a new instance) never reuses another's vectors.
+QUERY_CACHE_SIZE = 512
+_query_vectors: OrderedDict[tuple[int, str, str, int, str], Any] = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
+def _query_vector(text: str) -> Any:
+    embedder = get_embedder()
+    key = (id(embedder), *signature_of(embedder), text)
+    with _query_vectors_lock:
+        vector = _query_vectors.get(key)
+        if vector is not None:
+            _query_vectors.move_to_end(key)
+    if vector is not None:
+        check_signature(embedder, record_if_missing=False)  # the store's model guard still applies
+        return vector
+    vector = embed_for_store([text], for_write=False)[0]
+    with _query_vectors_lock:
+        _query_vectors[key] = vector
+        while len(_query_vectors) > QUERY_CACHE_SIZE:
+            _query_vectors.popitem(last=False)
+    return vector
+
+
 def _mode() -> scoring.RankingMode:
     return scoring.RankingMode(getattr(settings, "CORTEX_RANKING_MODE", "full"))
 
@@ -391,7 +419,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     )
     mode = _mode()
 
-    vector = embed_for_store([text], for_write=False)[0]
+    vector = _query_vector(text)
     embedded = time.perf_counter()
 
     rule = statistics_rule(principal)
