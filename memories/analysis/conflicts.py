@@ -491,6 +491,14 @@ def classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> 
 
 
 def _classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> Verdict:
+    titled = (
+        _identifiers(Memo(title=existing.title, content="", valid_from=existing.valid_from)),
+        _identifiers(Memo(title=new.title, content="", valid_from=new.valid_from)),
+    )
+    if all(titled) and titled[0] != titled[1]:
+        # "Incident INC-4821" and "Incident INC-4822", handoff LS677 and VN315: a title naming its own
+        # identifier names what the memory is about, so two different ones are two subjects.
+        return Verdict(None, 0.0, f"About different things: {sorted(titled[0])[0]} and {sorted(titled[1])[0]}.")
     new_is_newer = new.valid_from >= existing.valid_from
     older, newer = (existing, new) if new_is_newer else (new, existing)
     older_side = "existing" if new_is_newer else "new"

@@ -157,6 +157,11 @@ def test_conflict_detection_does_not_merge_notes_that_name_different_tickets() -
     assert classify(older, newer, similarity=0.97, now=now).kind is None
     same = Memo(title=older.title, content=older.content, valid_from=now)
     assert classify(older, same, similarity=0.99, now=now).kind == "duplicate"
+    # A title naming the note's own id: two ids, two subjects — not a contradiction between values.
+    handoff = "On-call handoff note {}: quiet week, nothing left open. Next primary takes over Wednesday 11:00."
+    first = Memo(title="On-call handoff LS677", content=handoff.format("LS677"), valid_from=now - timedelta(days=30))
+    second = Memo(title="On-call handoff VN315", content=handoff.format("VN315"), valid_from=now)
+    assert classify(first, second, similarity=0.97, now=now).kind is None
 
 
 @pytest.mark.django_db
