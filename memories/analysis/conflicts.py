@@ -544,6 +544,14 @@ def classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> 
 
 
 def _classify(existing: Memo, new: Memo, *, similarity: float, now: datetime) -> Verdict:
+    titled = (
+        _identifiers(Memo(title=existing.title, content="", valid_from=existing.valid_from)),
+        _identifiers(Memo(title=new.title, content="", valid_from=new.valid_from)),
+    )
+    if all(titled) and titled[0] != titled[1]:
+        # "Incident INC-4821" and "Incident INC-4822", handoff LS677 and VN315: a title naming its own
+        # identifier names what the memory is about, so two different ones are two subjects.
+        return Verdict(None, 0.0, f"About different things: {sorted(titled[0])[0]} and {sorted(titled[1])[0]}.")
     new_is_newer = new.valid_from >= existing.valid_from
     older, newer = (existing, new) if new_is_newer else (new, existing)
     older_side = "existing" if new_is_newer else "new"
@@ -607,11 +615,19 @@ def _duplicates(existing: Memo, new: Memo, a: list[Statement], b: list[Statement
         return False
     words_a, words_b = content_words(existing.content), content_words(new.content)
     overlap = jaccard(words_a, words_b)
+    # Two notes from one template that name different tickets, incidents or codes are about
+    # different things, however alike their words (recall must still find each by its id).
+    if _identifiers(existing) != _identifiers(new):
+        return False
     if similarity >= VERY_HIGH_SIMILARITY and overlap >= 0.8:
         return True
     if overlap < DUPLICATE_WORD_OVERLAP:
         return False
     return _covered(a, b) and _covered(b, a)
+
+
+def _identifiers(memo: Memo) -> set[str]:
+    return {t.lower() for t in _IDENTIFIER.findall(_EMAIL_OR_URL.sub(" ", f"{memo.title}\n{memo.content}"))}
 
 
 def _covered(these: list[Statement], by: list[Statement]) -> bool:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -32,7 +34,7 @@ from audit.services import record
 from cortex_site.errors import ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
-from memories.embeddings.store import embed_for_store
+from memories.embeddings.store import check_signature, embed_for_store, signature_of
 from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
@@ -316,6 +318,9 @@ def _lead_to_current_versions(
     """
     if not earlier:
         return best
+    # Identifiers the query names (and some candidate holds): a real later version may reword
+    # everything else, but it answers for an id only if it still names it.
+    identifiers = [w if is_identifier(term) else 0.0 for term, w in zip(terms, score.selective, strict=False)]
     heads = sql.current_versions(list(earlier))
     missing = sorted({head for head in heads.values() if head not in best}, key=str)
     if missing:
@@ -326,9 +331,16 @@ def _lead_to_current_versions(
                 best[chunk.memory_id] = candidate
     for earlier_id, head in sorted(heads.items(), key=lambda item: -earlier[item[0]].strength):
         inherited = earlier[earlier_id].strength
+        if head in best and _holds_what_the_other_lacks(earlier[earlier_id].chunk, best[head].chunk, identifiers):
+            continue  # the old one named the ticket asked about, the current one does not: no answer by proxy
         if head in best and inherited > best[head].strength:
             best[head] = replace(best[head], strength=inherited, earlier_version_id=earlier_id)
     return {memory_id: c for memory_id, c in best.items() if c.strength > 0.0}
+
+
+def _holds_what_the_other_lacks(holder: sql.ScoredChunk, other: sql.ScoredChunk, selective: Sequence[float]) -> bool:
+    """Whether `holder` contains a selective query term (identifier, rare word) that `other` lacks."""
+    return any(w > 0 and has and not lacks for w, has, lacks in zip(selective, holder.body_hits, other.body_hits, strict=False))
 
 
 def _share_between_versions(
@@ -352,11 +364,36 @@ def _share_between_versions(
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
         if pool[newer][0].valid_from == pool[older][0].valid_from:
             continue
-        newer_hits, older_hits = pool[newer][1].chunk.body_hits, pool[older][1].chunk.body_hits
-        if any(w > 0 and old and not new for w, old, new in zip(selective, older_hits, newer_hits, strict=False)):
+        if _holds_what_the_other_lacks(pool[older][1].chunk, pool[newer][1].chunk, selective):
             continue
         shared[newer] = max(shared[newer], strengths[older])
     return shared
+
+
+# Query vectors of this process, most recent last: a repeated query (paging, typing, an agent
+# asking again) skips the model. Keyed by the embedder instance and its model's signature, so a
+# reconfigured embedder (a new instance) never reuses another's vectors.
+QUERY_CACHE_SIZE = 512
+_query_vectors: OrderedDict[tuple[int, str, str, int, str], Any] = OrderedDict()
+_query_vectors_lock = threading.Lock()
+
+
+def _query_vector(text: str) -> Any:
+    embedder = get_embedder()
+    key = (id(embedder), *signature_of(embedder), text)
+    with _query_vectors_lock:
+        vector = _query_vectors.get(key)
+        if vector is not None:
+            _query_vectors.move_to_end(key)
+    if vector is not None:
+        check_signature(embedder, record_if_missing=False)  # the store's model guard still applies
+        return vector
+    vector = embed_for_store([text], for_write=False)[0]
+    with _query_vectors_lock:
+        _query_vectors[key] = vector
+        while len(_query_vectors) > QUERY_CACHE_SIZE:
+            _query_vectors.popitem(last=False)
+    return vector
 
 
 def _mode() -> scoring.RankingMode:
@@ -382,7 +419,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     )
     mode = _mode()
 
-    vector = embed_for_store([text], for_write=False)[0]
+    vector = _query_vector(text)
     embedded = time.perf_counter()
 
     rule = statistics_rule(principal)

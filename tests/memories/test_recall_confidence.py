@@ -126,3 +126,22 @@ def test_naming_what_nobody_visible_holds_lowers_match_but_not_the_ranking(acme:
     # A name or an id that occurs in nothing the reader may see: the deploy-freeze note is not the exact answer.
     assert named.hits[0].match < plain.hits[0].match and ticket.hits[0].match < plain.hits[0].match
     assert named.hits[0].confidence is not scoring.Confidence.STRONG
+
+
+@pytest.mark.django_db
+def test_a_repeated_query_is_embedded_once_per_process(acme: dict[str, Any], notes: dict[str, Any], monkeypatch: Any) -> None:
+    from memories.embeddings.factory import get_embedder
+
+    embedder = get_embedder()
+    calls: list[list[str]] = []
+    real = embedder.embed
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return real(texts)
+
+    monkeypatch.setattr(embedder, "embed", counting)
+    first = recall(principal(acme["employee"]), RecallQuery("deploy freeze december unique-query-17"), audit=False)
+    again = recall(principal(acme["employee"]), RecallQuery("deploy freeze december unique-query-17"), audit=False)
+    assert calls == [["deploy freeze december unique-query-17"]]
+    assert [(h.memory.pk, h.score, h.match) for h in first.hits] == [(h.memory.pk, h.score, h.match) for h in again.hits]

@@ -3,10 +3,12 @@ when someone writes what the reader may not read (issue 14, the term-statistics 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.cache import cache
+from django.utils import timezone
 from support import principal, remember
 
 from memories.selectors.recall import RecallQuery, recall
@@ -16,17 +18,22 @@ def _answer(member: Any, query: str) -> list[tuple[Any, ...]]:
     # Statistics are cached per read rule; clear so the second answer is computed afresh.
     cache.clear()
     hits = recall(principal(member), RecallQuery(query, limit=10), audit=False).hits
-    return [(str(h.memory.pk), h.score, h.relevance, h.recency, h.dense, h.lexical, h.snippet, h.chunk_index) for h in hits]
+    return [
+        (str(h.memory.pk), h.score, h.relevance, h.recency, h.dense, h.lexical, h.match, h.confidence, h.snippet, h.chunk_index)
+        for h in hits
+    ]
 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("reader", ["contractor", "employee"])
 def test_hidden_writes_leave_a_readers_results_and_scores_byte_identical(acme: dict[str, Any], reader: str) -> None:
     exec_ = acme["exec"]
-    remember(exec_, "The aardvark exhibit opens in March; quokka feeding is at noon.", scope="engineering")
-    remember(exec_, "Quokka photos go in the shared drive, not in Slack.", scope="engineering")
-    remember(exec_, "Aardvark is the codename of the new dock firmware.", scope="engineering")
-    remember(exec_, "Lunch rota: Tuesday is pizza.", scope="engineering")
+    # Old enough that recency stays the same to six decimals while the hidden writes take their time.
+    old = timezone.now() - timedelta(days=500)
+    remember(exec_, "The aardvark exhibit opens in March; quokka feeding is at noon.", scope="engineering", valid_from=old)
+    remember(exec_, "Quokka photos go in the shared drive, not in Slack.", scope="engineering", valid_from=old)
+    remember(exec_, "Aardvark is the codename of the new dock firmware.", scope="engineering", valid_from=old)
+    remember(exec_, "Lunch rota: Tuesday is pizza.", scope="engineering", valid_from=old)
     queries = ["aardvark quokka", "quokka", "aardvark firmware", "quokka photos slack"]
     before = {q: _answer(acme[reader], q) for q in queries}
     assert all(before.values())
@@ -44,8 +51,9 @@ def test_hidden_writes_leave_a_readers_results_and_scores_byte_identical(acme: d
 @pytest.mark.django_db
 def test_a_token_only_in_a_hidden_memory_changes_nothing_for_the_reader(acme: dict[str, Any]) -> None:
     exec_ = acme["exec"]
-    remember(exec_, "Ticket PLAT-1200 tracks the dock timeout.", scope="engineering")
-    remember(exec_, "Ticket PLAT-1300 tracks the login bug.", scope="engineering")
+    old = timezone.now() - timedelta(days=500)
+    remember(exec_, "Ticket PLAT-1200 tracks the dock timeout.", scope="engineering", valid_from=old)
+    remember(exec_, "Ticket PLAT-1300 tracks the login bug.", scope="engineering", valid_from=old)
     before = _answer(acme["contractor"], "PLAT-7777 dock timeout")
 
     remember(exec_, "Ticket PLAT-7777: the secret acquisition dock timeout.", scope="engineering", clearance_min="Executive")

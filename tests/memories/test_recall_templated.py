@@ -12,8 +12,10 @@ import pytest
 from django.utils import timezone
 from support import principal, remember
 
+from memories.analysis.conflicts import Memo, classify
 from memories.models import Memory
 from memories.selectors.recall import RecallQuery, recall
+from memories.services.memories import memory_supersede
 
 SCOPES = ("engineering", "sales")
 
@@ -138,3 +140,41 @@ def test_a_look_alike_does_not_inherit_from_the_memory_holding_the_query_term(ac
     )
     assert _first(acme["employee"], "FW-882") == holder
     assert _first(acme["employee"], "is release 5.1 blocked by FW-882?") == holder
+
+
+def test_conflict_detection_does_not_merge_notes_that_name_different_tickets() -> None:
+    now = timezone.now()
+    older = Memo(
+        title="PR #1875: bump dependencies in ledger-svc",
+        content="What: routine dependency bumps for ledger-svc. How to test: CI green. Ticket VEL-4875.",
+        valid_from=now - timedelta(days=10),
+    )
+    newer = Memo(
+        title="PR #1021: bump dependencies in ledger-svc",
+        content="What: routine dependency bumps for ledger-svc. How to test: CI green. Ticket VEL-4021.",
+        valid_from=now - timedelta(days=5),
+    )
+    assert classify(older, newer, similarity=0.97, now=now).kind is None
+    same = Memo(title=older.title, content=older.content, valid_from=now)
+    assert classify(older, same, similarity=0.99, now=now).kind == "duplicate"
+    # A title naming the note's own id: two ids, two subjects — not a contradiction between values.
+    handoff = "On-call handoff note {}: quiet week, nothing left open. Next primary takes over Wednesday 11:00."
+    first = Memo(title="On-call handoff LS677", content=handoff.format("LS677"), valid_from=now - timedelta(days=30))
+    second = Memo(title="On-call handoff VN315", content=handoff.format("VN315"), valid_from=now)
+    assert classify(first, second, similarity=0.97, now=now).kind is None
+
+
+@pytest.mark.django_db
+def test_an_earlier_version_naming_the_ticket_does_not_answer_for_a_current_one_that_does_not(acme: dict[str, Any]) -> None:
+    old = remember(acme["employee"], "Release 5.1 is blocked by FW-882 until the thermal fix lands.", scope="engineering")
+    current = memory_supersede(
+        principal=principal(acme["employee"]),
+        memory_id=old.pk,
+        changes={"content": "Release 5.1 shipped on Monday after the thermal fix."},
+    ).memory
+    remember(acme["employee"], "Release 5.1 is blocked by FW-913 until the thermal fix lands.", scope="engineering")
+    # Asked about the superseded note's words, the current version is found through it...
+    assert _first(acme["employee"], "release 5.1 thermal fix blocked") is not None
+    hits = recall(principal(acme["employee"]), RecallQuery("FW-882"), audit=False).hits
+    # ...but it does not say FW-882, so it does not inherit the exact match the old one had.
+    assert all(h.earlier_version is None for h in hits if h.memory == current)
