@@ -113,16 +113,21 @@ def summary(results: dict[str, Any]) -> str:
             lines.append(
                 f"webhook: one at a time ({phase['sequential']}): answer p50 {phase['sequential_answer_ms']['p50']:.1f} ms, "
                 f"p95 {phase['sequential_answer_ms']['p95']:.1f} ms; "
-                f"burst of {phase['deliveries']} signed deliveries, {phase['concurrency']} at a time: answer p50 {ms['p50']:.1f} ms, "
-                f"p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {phase['statuses']}; burst sent in {phase['burst_s']:.2f} s; "
-                f"worker drained all into memories {phase['drain_s']:.1f} s after the burst began ({phase['memories']} memories); "
+                f"burst of {phase['deliveries']} signed deliveries, "
+                f"{phase['concurrency']} at a time: answer p50 {ms['p50']:.1f} ms, "
+                f"p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses "
+                f"{phase['statuses']}; burst sent in {phase['burst_s']:.2f} s; "
+                f"worker drained all into memories {phase['drain_s']:.1f} "
+                f"s after the burst began ({phase['memories']} memories); "
                 f"load {phase['loadavg']}"
             )
         else:
             lines.append(
-                f"backfill {phase['embedder']}: {phase['items']} conversations ({phase['messages']} messages) in {phase['seconds']:.1f} s "
+                f"backfill {phase['embedder']}: {phase['items']} conversations "
+                f"({phase['messages']} messages) in {phase['seconds']:.1f} s "
                 f"= {phase['items_per_s']:.1f} items/s end to end; source alone {phase['source_items_per_s']:.1f} items/s; "
-                f"write pipeline ceiling {phase['pipeline_items_per_s']:.1f} items/s (batches of {phase['page_size']}); load {phase['loadavg']}"
+                f"write pipeline ceiling {phase['pipeline_items_per_s']:.1f} "
+                f"items/s (batches of {phase['page_size']}); load {phase['loadavg']}"
             )
     return "\n".join(lines)
 

@@ -102,9 +102,11 @@ def summary(results: dict[str, Any]) -> str:
     for p in results["phases"]:
         paced = f" (Notion paced to {p['notion_rps']}/s)" if p["source"] == "notion" else ""
         lines.append(
-            f"{p['source']} {p['embedder']}{paced}: {p['items']} items in {p['seconds']:.1f} s = {p['items_per_s']:.1f} items/s end to end "
+            f"{p['source']} {p['embedder']}{paced}: {p['items']} items in "
+            f"{p['seconds']:.1f} s = {p['items_per_s']:.1f} items/s end to end "
             f"({p['pages']} pages, {p['http_calls']} HTTP calls); source alone {p['source_items_per_s']:.1f} items/s; "
-            f"write pipeline ceiling {p['pipeline_items_per_s']:.1f} items/s; edit → superseding memory {p['edit_lag_minutes']:.2f} min "
+            f"write pipeline ceiling {p['pipeline_items_per_s']:.1f} items/s; "
+            f"edit → superseding memory {p['edit_lag_minutes']:.2f} min "
             f"(next run {p['edit_wait_minutes']} simulated min after the edit + {p['edit_run_s']:.2f} s run); load {p['loadavg']}"
         )
     return "\n".join(lines)

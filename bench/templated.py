@@ -108,7 +108,8 @@ def main() -> int:
     twins = args.reports + args.codewords
     conflicts = ", post-write conflict detection on" if args.with_conflicts else ""
     print(
-        f"{twins} templated near-twins + {args.standups} standups, embedder {args.embedder}{conflicts}, loaded in {load_seconds:.0f} s"
+        f"{twins} templated near-twins + {args.standups} standups, embedder "
+        f"{args.embedder}{conflicts}, loaded in {load_seconds:.0f} s"
     )
     print("| query | n | answered first |")
     print("| --- | --- | --- |")

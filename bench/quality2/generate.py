@@ -35,7 +35,10 @@ HAND = [
     m(
         "slack-webhook-outage",
         "#incidents: payments webhook outage",
-        "heads up all — stripe webhooks to ledger-svc were failing from 14:05 to 15:20 UTC yesterday. root cause was an expired signing secret after the key rotation on monday. ~1.9k rides weren't marked paid until the replay finished. replay is done, postmortem doc coming. ping @tomasz if you see any unpaid rides still",
+        "heads up all — stripe webhooks to ledger-svc were failing from 14:05 to 15:20 "
+        "UTC yesterday. root cause was an expired signing secret after the key rotation "
+        "on monday. ~1.9k rides weren't marked paid until the replay finished. replay "
+        "is done, postmortem doc coming. ping @tomasz if you see any unpaid rides still",
         "engineering",
         "incident",
         "Slack",
@@ -46,7 +49,8 @@ HAND = [
     m(
         "slack-ledger-owner",
         "#eng-platform: who owns ledger-svc",
-        "for anyone asking: ledger-svc is owned by the Billing Core squad now (lead: Ifeoma Chukwu). platform handed it over in august. page #billing-core for anything ledger related, not platform",
+        "for anyone asking: ledger-svc is owned by the Billing Core squad now (lead: Ifeoma Chukwu). "
+        "platform handed it over in august. page #billing-core for anything ledger related, not platform",
         "engineering",
         "decision",
         "Slack",
@@ -57,7 +61,8 @@ HAND = [
     m(
         "slack-dock-firmware",
         "#hardware: dock firmware rollout paused",
-        "we're pausing dock firmware 2.8 rollout at 40% of stations — a batch of docks in Leeds is dropping the NFC reader after the update. stay on 2.7.3 for new installs until Marta gives the all clear",
+        "we're pausing dock firmware 2.8 rollout at 40% of stations — a batch of docks in Leeds is dropping "
+        "the NFC reader after the update. stay on 2.7.3 for new installs until Marta gives the all clear",
         "engineering",
         "decision",
         "Slack",
@@ -68,7 +73,8 @@ HAND = [
     m(
         "slack-lunch-thursday",
         "#general: thursday lunch",
-        "team lunch moved to thursday this week because of the bank holiday, same place (the noodle bar on Mill St). vegan options confirmed",
+        "team lunch moved to thursday this week because of the bank holiday, "
+        "same place (the noodle bar on Mill St). vegan options confirmed",
         "people",
         "message",
         "Slack",
@@ -79,7 +85,8 @@ HAND = [
     m(
         "slack-battery-swap",
         "#ops: battery swap rota",
-        "new battery swap rota from next week: north depot does mornings, south depot afternoons + evenings. vans leave at 06:30 sharp. shout if your shift clashes",
+        "new battery swap rota from next week: north depot does mornings, south depot "
+        "afternoons + evenings. vans leave at 06:30 sharp. shout if your shift clashes",
         "ops",
         "policy",
         "Slack",
@@ -90,7 +97,8 @@ HAND = [
     m(
         "slack-vpn-down",
         "#it-help: vpn flaky?",
-        "anyone else getting kicked off wireguard every 10 min? — yes, it's the new office router. IT says pin the endpoint to vpn2.velo.internal until they patch it",
+        "anyone else getting kicked off wireguard every 10 min? — yes, it's the new office "
+        "router. IT says pin the endpoint to vpn2.velo.internal until they patch it",
         "engineering",
         "message",
         "Slack",
@@ -101,7 +109,8 @@ HAND = [
     m(
         "slack-theft-spike",
         "#ops: theft spike in Leeds",
-        "we've had 14 bikes stolen from Leeds Station Square in 10 days, mostly overnight. ops is adding a second lock check to the evening sweep and we asked the council about CCTV coverage",
+        "we've had 14 bikes stolen from Leeds Station Square in 10 days, mostly overnight. ops is "
+        "adding a second lock check to the evening sweep and we asked the council about CCTV coverage",
         "ops",
         "incident",
         "Slack",
@@ -113,7 +122,10 @@ HAND = [
     m(
         "email-insurance-renewal",
         "Re: fleet insurance renewal",
-        "Hi all, quick summary of the call with Harbor Mutual: the fleet policy renews on 1 March at £184k (up from £161k), excess stays at £500 per claim, and they now require GPS immobilisers on every bike by June. I've asked for a quote with a £1,000 excess too. — Grace",
+        "Hi all, quick summary of the call with Harbor Mutual: the fleet "
+        "policy renews on 1 March at £184k (up from £161k), excess stays at "
+        "£500 per claim, and they now require GPS immobilisers on every bike "
+        "by June. I've asked for a quote with a £1,000 excess too. — Grace",
         "finance",
         "email",
         "Gmail",
@@ -124,7 +136,10 @@ HAND = [
     m(
         "email-council-contract",
         "Leeds council contract signed",
-        "Good news: Leeds City Council signed the 3-year contract for 120 stations, starting April. The contract has a 97% bike availability SLA measured monthly, with a 5% fee reduction for each month we miss it. Contract ref LCC-2291. Legal has the countersigned copy.",
+        "Good news: Leeds City Council signed the 3-year contract for 120 "
+        "stations, starting April. The contract has a 97% bike availability "
+        "SLA measured monthly, with a 5% fee reduction for each month we "
+        "miss it. Contract ref LCC-2291. Legal has the countersigned copy.",
         "sales",
         "email",
         "Gmail",
@@ -135,7 +150,8 @@ HAND = [
     m(
         "email-parental-leave",
         "Updated parental leave policy",
-        "Team, from January parental leave is 20 weeks at full pay for all parents regardless of gender, up from 12. It applies to anyone who has been here 6 months. Please talk to People Ops before booking. — Hana",
+        "Team, from January parental leave is 20 weeks at full pay for all parents regardless of gender, up from "
+        "12. It applies to anyone who has been here 6 months. Please talk to People Ops before booking. — Hana",
         "people",
         "policy",
         "Gmail",
@@ -146,7 +162,8 @@ HAND = [
     m(
         "email-expenses",
         "Expense claims — new process",
-        "From next month all expense claims go through Pleo instead of the spreadsheet. Receipts must be uploaded within 7 days, and anything above £250 needs your manager's approval in Pleo before you pay.",
+        "From next month all expense claims go through Pleo instead of the spreadsheet. Receipts must be "
+        "uploaded within 7 days, and anything above £250 needs your manager's approval in Pleo before you pay.",
         "finance",
         "policy",
         "Gmail",
@@ -157,7 +174,8 @@ HAND = [
     m(
         "email-pricing-change",
         "Ride pricing from 1 May",
-        "Confirming the board decision: unlock fee goes from £1.00 to £0.80 and the per-minute rate from 15p to 18p from 1 May. Monthly passes stay at £25. Marketing will announce on 20 April.",
+        "Confirming the board decision: unlock fee goes from £1.00 to £0.80 and the per-minute rate "
+        "from 15p to 18p from 1 May. Monthly passes stay at £25. Marketing will announce on 20 April.",
         "sales",
         "decision",
         "Gmail",
@@ -180,7 +198,10 @@ HAND = [
     m(
         "pr-ledger-idempotency",
         "PR #812: idempotent webhook handling in ledger-svc",
-        "What: ledger-svc now stores the Stripe event id and ignores duplicates, so replays can't double-charge. Why: during last week's webhook outage the replay charged 23 riders twice. How to test: replay a fixture event twice, expect one ledger entry. Reviewer: @ifeoma",
+        "What: ledger-svc now stores the Stripe event id and ignores duplicates, "
+        "so replays can't double-charge. Why: during last week's webhook "
+        "outage the replay charged 23 riders twice. How to test: replay a "
+        "fixture event twice, expect one ledger entry. Reviewer: @ifeoma",
         "engineering",
         "pr",
         "GitHub",
@@ -191,7 +212,8 @@ HAND = [
     m(
         "pr-geofence",
         "PR #790: no-parking geofences from the council feed",
-        "Pulls the council's no-parking polygons nightly and blocks ending a ride inside them (the app shows the nearest dock instead). Feature flag: geofence_v2. Leeds only for now.",
+        "Pulls the council's no-parking polygons nightly and blocks ending a ride inside them "
+        "(the app shows the nearest dock instead). Feature flag: geofence_v2. Leeds only for now.",
         "engineering",
         "pr",
         "GitHub",
@@ -202,7 +224,8 @@ HAND = [
     m(
         "pr-rider-export",
         "PR #801: GDPR export for riders",
-        "Adds /v1/me/export, which returns a zip with rides, payments and support tickets within 30 days as GDPR requires. Rate limited to one export per rider per day.",
+        "Adds /v1/me/export, which returns a zip with rides, payments and support tickets "
+        "within 30 days as GDPR requires. Rate limited to one export per rider per day.",
         "engineering",
         "pr",
         "GitHub",
@@ -214,7 +237,10 @@ HAND = [
     m(
         "meeting-ops-weekly",
         "Ops weekly — notes",
-        "Attendees: Colin, Marta, Daniel. 1) Availability in Leeds was 95.8% last month — below the council SLA, Daniel to warn finance about the fee reduction. 2) Dock firmware pause stays until Leeds NFC issue is understood. 3) Hiring two more mechanics for the south depot.",
+        "Attendees: Colin, Marta, Daniel. 1) Availability in Leeds was 95.8% "
+        "last month — below the council SLA, Daniel to warn finance about "
+        "the fee reduction. 2) Dock firmware pause stays until Leeds NFC issue "
+        "is understood. 3) Hiring two more mechanics for the south depot.",
         "ops",
         "meeting",
         "Notion",
@@ -225,7 +251,9 @@ HAND = [
     m(
         "meeting-eng-planning",
         "Engineering planning Q2",
-        "Decisions: we move the rider app to React Native 0.76 in Q2; ledger-svc gets a proper dead-letter queue; the old Rails admin is frozen (security fixes only) and replaced by the new ops console by September. Owner of the ops console: Priya.",
+        "Decisions: we move the rider app to React Native 0.76 in Q2; ledger-svc gets a proper dead-letter queue; the old Rails "
+        "admin is frozen (security fixes only) and replaced by the new "
+        "ops console by September. Owner of the ops console: Priya.",
         "engineering",
         "meeting",
         "Notion",
@@ -236,7 +264,8 @@ HAND = [
     m(
         "meeting-board",
         "Board meeting summary",
-        "The board approved the Leeds expansion budget (£2.1M), asked for a plan to bring theft losses under 2% of fleet, and approved the May pricing change.",
+        "The board approved the Leeds expansion budget (£2.1M), asked for a plan to "
+        "bring theft losses under 2% of fleet, and approved the May pricing change.",
         "finance",
         "meeting",
         "Notion",
@@ -248,7 +277,8 @@ HAND = [
     m(
         "doc-oncall",
         "On-call policy",
-        "Engineering on-call is a weekly rotation handed over on Wednesdays at 11:00. Primary responds to pages within 15 minutes; secondary within 30. On-call pay is £300 per week.",
+        "Engineering on-call is a weekly rotation handed over on Wednesdays at 11:00. Primary "
+        "responds to pages within 15 minutes; secondary within 30. On-call pay is £300 per week.",
         "engineering",
         "policy",
         "Notion",
@@ -259,7 +289,8 @@ HAND = [
     m(
         "doc-oncall-2025",
         "On-call policy (revised)",
-        "Engineering on-call is now a two-week rotation handed over on Wednesdays at 11:00. Primary responds within 15 minutes, secondary within 30. On-call pay rises to £350 per week.",
+        "Engineering on-call is now a two-week rotation handed over on Wednesdays at 11:00. Primary "
+        "responds within 15 minutes, secondary within 30. On-call pay rises to £350 per week.",
         "engineering",
         "policy",
         "Notion",
@@ -270,7 +301,8 @@ HAND = [
     m(
         "doc-mechanic-safety",
         "Workshop safety rules",
-        "Mechanics must wear eye protection at the wheel truing stand and gloves when handling battery packs. Damaged batteries go into the fire-proof bin in bay 3, never the general waste.",
+        "Mechanics must wear eye protection at the wheel truing stand and gloves when handling battery "
+        "packs. Damaged batteries go into the fire-proof bin in bay 3, never the general waste.",
         "ops",
         "policy",
         "Notion",
@@ -281,7 +313,8 @@ HAND = [
     m(
         "doc-support-refunds",
         "Support: ride refunds",
-        "Support can refund a ride up to £10 without approval if the bike was faulty (rider reports within 24h). Anything larger goes to the support lead. Refunds go back to the original card in 3–5 days.",
+        "Support can refund a ride up to £10 without approval if the bike was faulty (rider reports within "
+        "24h). Anything larger goes to the support lead. Refunds go back to the original card in 3–5 days.",
         "sales",
         "policy",
         "Notion",
@@ -292,7 +325,9 @@ HAND = [
     m(
         "doc-error-codes",
         "App error codes",
-        "ERR_LOCK_JAM: the dock could not release the bike — ask the rider to try the next dock, ops gets a ticket automatically. ERR_GPS_NOFIX: the bike has no GPS fix, rides cannot end outside a dock. ERR_PAY_3DS: the card needs 3-D Secure again.",
+        "ERR_LOCK_JAM: the dock could not release the bike — ask the "
+        "rider to try the next dock, ops gets a ticket automatically. "
+        "ERR_GPS_NOFIX: the bike has no GPS fix, rides cannot end outside a dock. ERR_PAY_3DS: the card needs 3-D Secure again.",
         "engineering",
         "runbook",
         "Notion",
@@ -442,7 +477,8 @@ def templated(rng: random.Random) -> tuple[list[dict], list[dict]]:
             m(
                 key,
                 f"PR #{number}: bump dependencies in {service}",
-                f"What: routine dependency bumps for {service}. Why: monthly hygiene. How to test: CI green, smoke test on staging. Ticket VEL-{number + 3000}.",
+                f"What: routine dependency bumps for {service}. Why: monthly hygiene. How "
+                f"to test: CI green, smoke test on staging. Ticket VEL-{number + 3000}.",
                 "engineering",
                 "pr",
                 "GitHub",
@@ -456,7 +492,8 @@ def templated(rng: random.Random) -> tuple[list[dict], list[dict]]:
             m(
                 f"standup-{n}",
                 f"Platform standup {n + 1}",
-                f"Yesterday: reviewed dependency bump PRs and staging smoke tests. Today: CI flakiness in {SERVICES[n % len(SERVICES)]}. Blockers: none.",
+                "Yesterday: reviewed dependency bump PRs and staging smoke tests. "
+                f"Today: CI flakiness in {SERVICES[n % len(SERVICES)]}. Blockers: none.",
                 "engineering",
                 "meeting",
                 "Slack",
@@ -471,7 +508,8 @@ def templated(rng: random.Random) -> tuple[list[dict], list[dict]]:
             m(
                 f"handoff-{code.lower()}",
                 f"On-call handoff {code}",
-                f"On-call handoff note {code}: quiet week, two low-priority pages, nothing left open. Next primary takes over Wednesday 11:00.",
+                f"On-call handoff note {code}: quiet week, two low-priority pages, "
+                "nothing left open. Next primary takes over Wednesday 11:00.",
                 "engineering",
                 "message",
                 "Slack",

@@ -6,8 +6,8 @@ optionally a current `token` and a `token_uri` override: google-auth's `authoriz
 or, for Workspace admins, a service account key (`type: service_account`, `client_email`,
 `private_key`, `token_uri`) with domain-wide delegation acting as `subject` (the user whose mail
 or files are read). The access token is obtained by google-auth against `token_uri` through the
-same HTTP layer, so a revoked grant or a missing delegation surfaces here as a RefreshError. Discovery documents are the ones the library ships
-(`static_discovery=True`): building a service never touches the network.
+same HTTP layer, so a revoked grant or a missing delegation surfaces here as a RefreshError.
+Discovery documents are the ones the library ships (`static_discovery=True`): building a service never touches the network.
 """
 
 from __future__ import annotations
@@ -69,7 +69,8 @@ def clean_credentials(credentials: dict[str, Any], *, product: str, needs_subjec
             service_account.Credentials.from_service_account_info(secret, scopes=[])  # type: ignore[no-untyped-call]
         except (ValueError, TypeError) as exc:
             raise ValidationFailed(
-                f"The service account's private_key could not be read ({type(exc).__name__}): paste the key file's JSON as it is.",
+                "The service account's private_key could not be read "
+                f"({type(exc).__name__}): paste the key file's JSON as it is.",
                 error_code="INVALID_CREDENTIALS",
                 details={"field": "private_key"},
             ) from None

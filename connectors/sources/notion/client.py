@@ -158,6 +158,7 @@ def _translate(exc: APIResponseError, what: str) -> Exception:
         )
     if exc.status == 403 or code == APIErrorCode.RestrictedResource.value:
         return PermanentSourceError(
-            f"Notion forbade reading {what} (403): give the integration the 'Read content' capability and share the pages with it."
+            f"Notion forbade reading {what} (403): give the integration "
+            "the 'Read content' capability and share the pages with it."
         )
     return PermanentSourceError(f"Notion refused {what} ({exc.status} {code}).")

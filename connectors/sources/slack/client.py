@@ -32,13 +32,17 @@ MAX_THREAD_REPLIES = 200
 PERMANENT_ERRORS: dict[str, str] = {
     "invalid_auth": "Slack rejected the bot token (invalid_auth). Paste the app's current Bot User OAuth Token.",
     "not_authed": "No bot token was sent to Slack (not_authed). Paste the app's Bot User OAuth Token.",
-    "account_inactive": "The Slack app's account is deactivated (account_inactive). Reinstall the app and paste its new bot token.",
+    "account_inactive": "The Slack app's account is deactivated "
+    "(account_inactive). Reinstall the app and paste its new bot token.",
     "token_revoked": "The Slack bot token was revoked (token_revoked). Reinstall the app and paste its new bot token.",
     "token_expired": "The Slack bot token expired (token_expired). Reinstall the app and paste a fresh token.",
-    "missing_scope": "The Slack app lacks a permission it needs (missing_scope: {needed}). Add it under OAuth & Permissions and reinstall.",
-    "channel_not_found": "Slack cannot find channel {channel}, or the bot is not in it (channel_not_found). Invite the app to the channel or remove it from the connector.",
+    "missing_scope": "The Slack app lacks a permission it needs "
+    "(missing_scope: {needed}). Add it under OAuth & Permissions and reinstall.",
+    "channel_not_found": "Slack cannot find channel {channel}, or the bot is not in it "
+    "(channel_not_found). Invite the app to the channel or remove it from the connector.",
     "not_in_channel": "The Slack app is not a member of channel {channel} (not_in_channel). Invite it with /invite.",
-    "team_access_not_granted": "The Slack app is not installed in this workspace (team_access_not_granted). Install it and paste its bot token.",
+    "team_access_not_granted": "The Slack app is not installed in this "
+    "workspace (team_access_not_granted). Install it and paste its bot token.",
     "invalid_arguments": "Slack refused the request as malformed (invalid_arguments); check the channel ids in the connector.",
 }
 # Codes about one message or user, not the connector: the item is skipped (or marked gone), the run goes on.
