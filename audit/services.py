@@ -92,6 +92,16 @@ def _event_digest(event: AuditEvent) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def lock_chain(organization: Any) -> None:
+    """Take the organization's audit-chain lock now (it ends with the transaction).
+
+    For a write that locks rows and then records: taking the chain first keeps one lock order —
+    chain, then rows — with writes that record before they touch those rows, so the two never
+    wait on each other in a cycle.
+    """
+    _chain_lock(getattr(organization, "pk", organization))
+
+
 def _chain_lock(organization_id: int | None) -> None:
     # One writer per organization chain at a time; the lock ends with the transaction.
     with connection.cursor() as cursor:

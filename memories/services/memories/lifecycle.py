@@ -11,7 +11,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from audit.services import Actor, record
+from audit.services import Actor, lock_chain, record
 from cortex_site.errors import Conflict, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names, parse_id
 from memories.models import Memory, MemoryChunk
@@ -34,8 +34,11 @@ def memory_supersede_with_existing(
     nothing else yet. Raises Conflict(MEMORY_NOT_ACTIVE) when either changed meanwhile.
     """
     with transaction.atomic():
-        rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
         loser_pk, winner_pk = parse_id(loser_id), parse_id(winner_id)
+        organization_id = Memory.objects.filter(pk=loser_pk).values_list("organization_id", flat=True).first()
+        if organization_id is not None:
+            lock_chain(organization_id)  # chain before rows: the order webhook and sync writes take them in
+        rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
         loser = rows.get(loser_pk) if loser_pk is not None else None
         winner = rows.get(winner_pk) if winner_pk is not None else None
         if loser is None or winner is None or loser.organization_id != winner.organization_id or loser.pk == winner.pk:
