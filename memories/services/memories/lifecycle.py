@@ -35,7 +35,9 @@ def memory_supersede_with_existing(
     """
     with transaction.atomic():
         loser_pk, winner_pk = parse_id(loser_id), parse_id(winner_id)
-        organization_id = Memory.objects.filter(pk=loser_pk).values_list("organization_id", flat=True).first()
+        organization_id = (
+            Memory.objects.filter(pk=loser_pk).values_list("organization_id", flat=True).first() if loser_pk else None
+        )
         if organization_id is not None:
             lock_chain(organization_id)  # chain before rows: the order webhook and sync writes take them in
         rows = {m.pk: m for m in Memory.objects.select_for_update().filter(pk__in=[loser_id, winner_id]).order_by("pk")}
