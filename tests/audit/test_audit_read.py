@@ -80,10 +80,10 @@ def test_admins_list_the_log_newest_first_with_filters(history: dict[str, Any], 
 
 def test_the_log_pages_with_cursors_without_repeats(history: dict[str, Any], api: Any) -> None:
     for i in range(7):
-        record("test.page", organization=history["org"], actor=Actor.cli(), details={"i": i})
+        record("embedding.reembed.start", organization=history["org"], actor=Actor.cli(), details={"i": i})
     client = api(history["exec"])
     seen: list[int] = []
-    url: str | None = "/api/audit?action=test.page&limit=3"
+    url: str | None = "/api/audit?action=embedding.reembed.start&limit=3"
     while url:
         body = client.get(url).json()
         seen += [e["id"] for e in body["results"]]
@@ -173,14 +173,14 @@ def test_the_audit_page_lists_filters_and_opens_the_drawer(history: dict[str, An
 
 def test_the_audit_page_pages_on(history: dict[str, Any]) -> None:
     for i in range(55):
-        record("test.page", organization=history["org"], actor=Actor.cli(), details={"i": i})
+        record("embedding.reembed.start", organization=history["org"], actor=Actor.cli(), details={"i": i})
     admin = signed_in(history["exec"])
-    html = admin.get("/audit/", {"action": "test.page"}).content.decode()
-    assert html.count("test.page</td>") == 50 and "Older events" in html
+    html = admin.get("/audit/", {"action": "embedding.reembed.start"}).content.decode()
+    assert html.count("embedding.reembed.start</td>") == 50 and "Older events" in html
     assert "before=" in html.split("Older events", 1)[0].rsplit("href=", 1)[1]
-    last = AuditEvent.objects.filter(action="test.page").order_by("id")[4]
-    second = admin.get("/audit/", {"action": "test.page", "before": last.pk + 1}).content.decode()
-    assert second.count("test.page</td>") == 5 and "Older events" not in second
+    last = AuditEvent.objects.filter(action="embedding.reembed.start").order_by("id")[4]
+    second = admin.get("/audit/", {"action": "embedding.reembed.start", "before": last.pk + 1}).content.decode()
+    assert second.count("embedding.reembed.start</td>") == 5 and "Older events" not in second
 
 
 def test_the_audit_page_exports_from_the_browser(history: dict[str, Any]) -> None:

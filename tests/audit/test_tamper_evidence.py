@@ -34,7 +34,7 @@ def triggers_disabled(table: str = "audit_auditevent") -> Iterator[None]:
             cursor.execute("SET CONSTRAINTS ALL DEFERRED")
 
 
-def _events(org: Organization, n: int, action: str = "test.event") -> list[AuditEvent]:
+def _events(org: Organization, n: int, action: str = "embedding.reembed.finish") -> list[AuditEvent]:
     return [record(action, organization=org, actor=Actor.cli(), details={"i": i}) for i in range(n)]
 
 
@@ -42,7 +42,7 @@ def _events_at(org: Organization, n: int, when: datetime) -> list[AuditEvent]:
     """Events written at `when` (the hash covers created_at, so they are written then, not aged afterwards)."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("audit.services.timezone.now", lambda: when)
-        return _events(org, n, "test.old")
+        return _events(org, n, "conflict.reopen")
 
 
 def _org_since(make_org: Callable[..., Organization], days: int) -> Organization:
@@ -180,7 +180,7 @@ def test_retention_runs_in_bounded_batches_and_the_task_re_enqueues(
     assert again == [1]  # more to do: it enqueued itself
     while enforce_retention(org, batch_size=3).removed:
         pass
-    assert not AuditEvent.objects.filter(organization=org, action="test.old").exists()
+    assert not AuditEvent.objects.filter(organization=org, action="conflict.reopen").exists()
     assert AuditCheckpoint.objects.filter(organization=org, kind="retention").count() >= 3
     assert verify_chain(org).ok
 
@@ -239,7 +239,7 @@ def test_concurrent_writers_and_checkpoints_leave_an_unbroken_anchored_chain(mak
             start.wait()
             for i in range(per_thread):
                 with transaction.atomic():
-                    record("test.concurrent", organization=org.pk, actor=Actor.system(f"w{worker}"), details={"i": i})
+                    record("mcp.call", organization=org.pk, actor=Actor.system(f"w{worker}"), details={"i": i})
         except BaseException as exc:  # noqa: BLE001 - surfaced to the test thread below
             errors.append(exc)
         finally:
@@ -262,7 +262,7 @@ def test_concurrent_writers_and_checkpoints_leave_an_unbroken_anchored_chain(mak
     for thread in workers:
         thread.join(60)
     assert not errors, errors
-    assert AuditEvent.objects.filter(organization=org, action="test.concurrent").count() == threads * per_thread
+    assert AuditEvent.objects.filter(organization=org, action="mcp.call").count() == threads * per_thread
     report = verify_and_checkpoint(org)
     assert report.ok and report.count == AuditEvent.objects.filter(organization=org).count()
 
