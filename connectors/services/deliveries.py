@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import Actor, record
+from connectors.base import ParsedDelivery
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
 from connectors.registry import SOURCES, source_for
@@ -79,6 +80,23 @@ def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str]
     parsed = source.parse_delivery(headers=headers, body=body)
     if parsed.immediate_response is not None:
         return DeliveryAnswer(200, parsed.immediate_response)
+    delivery, action, reason = delivery_accept(connector=connector, parsed=parsed, actor=_webhook_actor(connector))
+    if action == "webhook.duplicate":
+        return DeliveryAnswer(200, {"ok": True, "duplicate": True})
+    if action == "webhook.ignore":
+        return DeliveryAnswer(202, {"ok": True, "ignored": True, "reason": reason})
+    return DeliveryAnswer(200, {"ok": True, "delivery": str(delivery.pk)})
+
+
+def delivery_accept(
+    *, connector: Connector, parsed: ParsedDelivery, actor: Actor, via: str | None = None
+) -> tuple[Delivery, str, str]:
+    """Store a verified delivery once (deduplicated by its id), enqueue it on commit, audit it.
+
+    Shared by webhooks and Slack's Socket Mode. Returns the delivery, the audit action that
+    says what happened (`webhook.accept`, `webhook.ignore` or `webhook.duplicate`) and, for
+    an ignored one, why.
+    """
     paused = connector.status == Connector.Status.PAUSED
     ignored = parsed.ignored or paused
     reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
@@ -96,25 +114,27 @@ def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str]
                 "processed_at": timezone.now() if ignored else None,
             },
         )
-        audit_details = {"kind": kind, "event": parsed.event, "delivery_id": parsed.delivery_id}
+        details: dict[str, Any] = {"kind": connector.kind, "event": parsed.event, "delivery_id": parsed.delivery_id}
+        if via:
+            details["via"] = via
         if not created:
-            action, answer = "webhook.duplicate", DeliveryAnswer(200, {"ok": True, "duplicate": True})
+            action = "webhook.duplicate"
         elif ignored:
-            action, answer = "webhook.ignore", DeliveryAnswer(202, {"ok": True, "ignored": True, "reason": reason})
-            audit_details["reason"] = reason
+            action = "webhook.ignore"
+            details["reason"] = reason
         else:
-            action, answer = "webhook.accept", DeliveryAnswer(200, {"ok": True, "delivery": str(delivery.pk)})
+            action = "webhook.accept"
             delivery_pk = delivery.pk
             transaction.on_commit(lambda: _enqueue(delivery_pk))
         record(
             action,
             organization=connector.organization_id,
-            actor=_webhook_actor(connector),
+            actor=actor,
             target_type="delivery",
             target_id=delivery.pk,
-            details=audit_details,
+            details=details,
         )
-    return answer
+    return delivery, action, reason
 
 
 def _enqueue(delivery_id: Any) -> None:

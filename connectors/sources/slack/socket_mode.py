@@ -20,8 +20,7 @@ import logging
 import threading
 from typing import Any
 
-from django.db import close_old_connections, transaction
-from django.utils import timezone
+from django.db import close_old_connections
 from slack_sdk import WebClient
 from slack_sdk.errors import SlackApiError
 from slack_sdk.socket_mode.builtin.client import SocketModeClient
@@ -30,11 +29,12 @@ from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
 from audit.models import AuditEvent
-from audit.services import Actor, record
+from audit.services import Actor
 from connectors.base import ParsedDelivery
 from connectors.errors import PermanentSourceError
 from connectors.models import Connector, Delivery
 from connectors.services.connectors import connector_set_error
+from connectors.services.deliveries import delivery_accept
 from connectors.sources.slack.client import DEFAULT_API_URL, translate_error
 from connectors.sources.slack.source import SlackSource
 
@@ -46,53 +46,10 @@ def _actor(connector: Connector) -> Actor:
 
 
 def socket_delivery_receive(*, connector: Connector, parsed: ParsedDelivery) -> tuple[Delivery, bool]:
-    """Store one event from the socket as a Delivery (deduplicated) and enqueue it on commit.
-
-    The same bookkeeping as a webhook delivery once its signature has verified (same statuses,
-    same audit actions); returns the delivery and whether it was new.
-    """
-    from connectors.tasks import process_delivery
-
-    paused = connector.status == Connector.Status.PAUSED
-    ignored = parsed.ignored or paused
-    reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
-    with transaction.atomic():
-        delivery, created = Delivery.objects.get_or_create(
-            connector=connector,
-            delivery_id=parsed.delivery_id[:200],
-            defaults={
-                "organization_id": connector.organization_id,
-                "event": parsed.event[:100],
-                "status": Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
-                "payload": {} if ignored else parsed.payload,
-                "error": reason if ignored else "",
-                "processed_at": timezone.now() if ignored else None,
-            },
-        )
-        details: dict[str, Any] = {
-            "kind": "slack",
-            "event": parsed.event,
-            "delivery_id": parsed.delivery_id,
-            "via": "socket_mode",
-        }
-        if not created:
-            action = "webhook.duplicate"
-        elif ignored:
-            action = "webhook.ignore"
-            details["reason"] = reason
-        else:
-            action = "webhook.accept"
-            delivery_pk = str(delivery.pk)
-            transaction.on_commit(lambda: process_delivery.delay(delivery_pk))
-        record(
-            action,
-            organization=connector.organization_id,
-            actor=_actor(connector),
-            target_type="delivery",
-            target_id=delivery.pk,
-            details=details,
-        )
-    return delivery, created
+    """Store one event from the socket as a Delivery (deduplicated) and enqueue it on commit —
+    the same bookkeeping as a verified webhook delivery; returns the delivery and whether it was new."""
+    delivery, action, _reason = delivery_accept(connector=connector, parsed=parsed, actor=_actor(connector), via="socket_mode")
+    return delivery, action != "webhook.duplicate"
 
 
 class SlackSocketModeRunner:
