@@ -427,7 +427,7 @@ def memory_export(*, principal: Principal | Operator, scope: Scope | None = None
         target_type="organization",
         target_id=organization.slug,
         details={"scope": scope.slug if scope else None, "status": status, "count": count}
-        | ({"via": "ui", "read_rule": True} if principal is not None else {}),
+        | ({} if isinstance(principal, Operator) else {"via": "ui", "read_rule": True}),
     )
     names = clearance_names(organization.pk)
     ordered = memories.select_related("scope", "author").order_by("created_at", "id")
