@@ -8,6 +8,7 @@
   web       the ASGI server alone        (what the docker-compose `web` service runs)
   worker    a Celery worker alone        (docker-compose `worker`)
   beat      Celery beat alone            (docker-compose `beat`)
+  socket    Slack Socket Mode receiver   (docker-compose `slack-socket`)
   migrate   apply migrations             (docker-compose `migrate`)
   services  only the embedded services, printing their URLs, until Ctrl-C (for benchmarks)
 
@@ -204,6 +205,11 @@ def worker_command() -> list[str]:
     ]
 
 
+def socket_command() -> list[str]:
+    """Slack's Socket Mode receiver (one connection per socket-mode Slack connector; idle without any)."""
+    return [PYTHON, str(ROOT / "manage.py"), "slack_socket_mode"]
+
+
 def beat_command(home: Path) -> list[str]:
     schedule = home / "run" / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
@@ -343,13 +349,14 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
             supervisor.spawn("web", web_command(reload=dev), env)
             supervisor.spawn("worker", worker_command(), env)
             supervisor.spawn("beat", beat_command(home), env)
+            supervisor.spawn("socket", socket_command(), env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).
             if supervisor.wait_until_listening(host, int(port)):
                 mode = "development mode: DEBUG on, reloading on code changes; " if dev else ""
                 _say(f"Cortex is up on http://{host}:{port}  ({mode}Ctrl-C stops everything)")
             code = supervisor.wait()
-            _say("stopping web, worker and beat")
+            _say("stopping web, worker, beat and the Slack socket receiver")
             supervisor.stop_all()
             _say("stopping embedded services")
         _say("stopped; data kept in " + str(home))
@@ -424,6 +431,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub.add_parser("web")
     sub.add_parser("worker")
     sub.add_parser("beat")
+    sub.add_parser("socket")
     sub.add_parser("migrate")
     sub.add_parser("services")
     test = sub.add_parser("test")
@@ -446,6 +454,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _exec(worker_command())
         if args.command == "beat":
             return _exec(beat_command(_home()))
+        if args.command == "socket":
+            return _exec(socket_command())
         if args.command == "migrate":
             return _exec([PYTHON, str(ROOT / "manage.py"), "migrate", "--no-input"])
     except EmbeddedServiceError as exc:

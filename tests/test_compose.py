@@ -18,7 +18,7 @@ from cortex_site import runner
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNNER = ["python", "-m", "cortex_site.runner"]
-APP_SERVICES = {"migrate": "migrate", "web": "web", "worker": "worker", "beat": "beat"}
+APP_SERVICES = {"migrate": "migrate", "web": "web", "worker": "worker", "beat": "beat", "slack-socket": "socket"}
 
 
 @pytest.fixture(scope="module")
