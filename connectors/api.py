@@ -19,6 +19,8 @@ from connectors.models import Connector, SyncRun
 from connectors.registry import SOURCES, source_class
 from connectors.services import connectors as services
 from connectors.services.sync import run_cap, sync_request
+from cortex_site.api import CortexCursorPagination
+from cortex_site.errors import NotFound
 from memories.access import Principal, clearance_names
 from memories.api.principal import request_principal
 from memories.interchange.inputs import StrictSerializer
@@ -297,14 +299,17 @@ class ConnectorSyncView(APIView):
 class ConnectorRunsView(APIView):
     @extend_schema(
         summary="A connector's runs, newest first, with counts and per-item failures",
-        parameters=[OpenApiParameter("limit", int, required=False, description="1-200, default 50")],
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="runs per page, 1-100, default 20"),
+            OpenApiParameter("cursor", str, required=False, description="the `next` of the previous page"),
+        ],
         responses={200: RunOutput(many=True), **_errors(NOT_FOUND)},
     )
     def get(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
-        limit, _ = _page(request, [])
-        runs = selectors.runs_for(principal, connector_id, limit=limit)
-        return Response({"results": [present_run(principal, run) for run in runs], "next": None})
+        paginator = CortexCursorPagination()
+        page = paginator.paginate_queryset(selectors.run_history(principal, connector_id), request, view=self) or []
+        return paginator.get_paginated_response([present_run(principal, run) for run in page])
 
 
 class ConnectorRunDetailView(APIView):
@@ -314,8 +319,6 @@ class ConnectorRunDetailView(APIView):
         connector = selectors.access_connector(principal, connector_id)
         run = selectors.run_for(principal, run_id)
         if run.connector_id != connector.pk:
-            from cortex_site.errors import NotFound
-
             raise NotFound("No such run.")
         return Response(present_run(principal, run))
 

@@ -52,8 +52,13 @@ def access_connector(principal: Principal, connector_id: Any, *, for_update: boo
 
 
 def runs_for(principal: Principal, connector_id: Any, *, limit: int = 50) -> list[SyncRun]:
+    return list(run_history(principal, connector_id)[: max(1, min(limit, 200))])
+
+
+def run_history(principal: Principal, connector_id: Any) -> QuerySet[SyncRun]:
+    """Every run of a connector the principal may see, newest first (for cursor pages)."""
     connector = access_connector(principal, connector_id)
-    return list(SyncRun.objects.filter(connector=connector).order_by("-created_at")[: max(1, min(limit, 200))])
+    return SyncRun.objects.filter(connector=connector).order_by("-created_at", "-id")
 
 
 def run_for(principal: Principal, run_id: Any) -> SyncRun:

@@ -210,6 +210,21 @@ def test_sync_now_answers_202_then_409_with_the_running_run(
     assert_envelope(admin.post(url, {"backfill": "maybe"}), 400, "VALIDATION_ERROR")
 
 
+def test_runs_page_by_cursor_newest_first(acme: dict[str, Any], api: Callable[..., Any], created: dict[str, Any]) -> None:
+    admin = api(acme["exec"])
+    url = f"/api/connectors/{created['id']}/sync"
+    for _ in range(4):  # one queued run, then three recorded as skipped while it is queued
+        admin.post(url, {})
+    first = admin.get(f"/api/connectors/{created['id']}/runs", {"limit": 3}).json()
+    assert len(first["results"]) == 3 and first["next"]
+    rest = admin.get(first["next"]).json()
+    assert len(rest["results"]) == 1 and rest["next"] is None
+    ids = [r["id"] for r in first["results"] + rest["results"]]
+    assert len(set(ids)) == 4
+    assert ids == [str(pk) for pk in SyncRun.objects.order_by("-created_at", "-id").values_list("id", flat=True)]
+    assert_envelope(admin.get(f"/api/connectors/{created['id']}/runs", {"cursor": "nonsense"}), 400, "INVALID_CURSOR")
+
+
 def test_rotating_credentials_keeps_them_secret_and_can_make_a_new_webhook_secret(
     acme: dict[str, Any], api: Callable[..., Any], created: dict[str, Any]
 ) -> None:
