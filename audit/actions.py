@@ -47,6 +47,10 @@ class Action(StrEnum):
     CONFLICT_DETECT = "conflict.detect"
     CONFLICT_RESOLVE = "conflict.resolve"
     CONFLICT_REOPEN = "conflict.reopen"
+    CONFLICT_PROPOSE = "conflict.propose"  # a proposed revision waits in the manual queue
+    # redaction requests
+    REDACTION_REQUEST_CREATE = "redaction_request.create"
+    REDACTION_REQUEST_DECIDE = "redaction_request.decide"
     # operations
     EMBEDDING_REEMBED_START = "embedding.reembed.start"
     EMBEDDING_REEMBED_FINISH = "embedding.reembed.finish"

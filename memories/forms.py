@@ -222,6 +222,19 @@ class RedactForm(forms.Form):
     )
 
 
+class RedactionRequestForm(forms.Form):
+    reason = forms.CharField(
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="The memory's author and the admins see it with your name; one of them decides.",
+    )
+
+
+class RedactionDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    note = forms.CharField(max_length=1000, required=False)
+
+
 # -- settings ---------------------------------------------------------------------------------------
 
 

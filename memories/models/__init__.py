@@ -10,6 +10,7 @@ from memories.models.memory import (
     SourceScopeRule,
 )
 from memories.models.oauth import OAuthGrant
+from memories.models.redactions import RedactionRequest
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -39,6 +40,7 @@ __all__ = [
     "OAuthGrant",
     "Organization",
     "RecallTerm",
+    "RedactionRequest",
     "Relation",
     "Scope",
     "ScopeGrant",

@@ -20,7 +20,15 @@ from django_htmx.middleware import HtmxDetails
 
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
-from memories.forms import COMMON_CATEGORIES, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
+from memories.forms import (
+    COMMON_CATEGORIES,
+    NoteForm,
+    RedactForm,
+    RedactionRequestForm,
+    SupersedeForm,
+    UploadOptionsForm,
+    attach_error,
+)
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
 from memories.selectors.memories import supersession_chain
@@ -28,7 +36,7 @@ from memories.services.memories import MemoryDraft, memory_create, memory_redact
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
-from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
+from memories.views.common import may_redact, may_request_redaction, may_supersede, memory_or_404, principal_view
 
 RETRY_MESSAGE = (
     "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
@@ -79,6 +87,8 @@ def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) ->
         "can_supersede": may_supersede(principal, memory),
         "can_redact": may_redact(principal, memory),
         "redact_form": RedactForm(auto_id="redact_%s"),
+        "can_request_redaction": may_request_redaction(principal, memory),
+        "request_redaction_form": RedactionRequestForm(auto_id="request_redaction_%s"),
         "permalink": request.build_absolute_uri(f"/memories/{memory.pk}/"),
     }
     return render(request, "memories/detail.html", context)

@@ -14,7 +14,7 @@ from django.utils import timezone
 from audit.services import Actor, record
 from cortex_site.errors import Conflict, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names, parse_id
-from memories.models import Memory, MemoryChunk
+from memories.models import Memory, MemoryChunk, RedactionRequest
 from memories.selectors.memories import memory_for_history
 from memories.services.memories.pipeline import MemoryDraft, WriteResult, index_chunks, memory_create, retire
 from memories.services.memories.validation import check_validity, clean_category, clearance_rank_of, derive_title, normalise_tags
@@ -173,7 +173,9 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
     """Remove a memory from search for good, keeping the row for provenance.
 
     Title and content become a marker, tags are cleared, chunks and vectors are deleted; who,
-    why and when are kept. Allowed to the author, a writer of the scope, or an admin.
+    why and when are kept. Allowed to the author, an admin, or the connector that wrote it
+    (`Principal.can_redact`); other readers may request it (`memories.services.redactions`).
+    Open redaction requests for the memory are closed as approved by this redaction.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -186,7 +188,9 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
         memory = memory_for_history(principal, memory_id, for_update=True)
         if not principal.can_redact(memory):
             raise PermissionDenied(
-                "Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED"
+                "Only the memory's author, an admin, or the connector that wrote it can redact it; "
+                "you can request its redaction instead.",
+                error_code="REDACTION_NOT_ALLOWED",
             )
         if memory.status == Memory.Status.REDACTED:
             raise Conflict("This memory is already redacted.", error_code="ALREADY_REDACTED")
@@ -203,13 +207,21 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
             redaction_reason=reason,
             updated_at=now,
         )
+        closed = RedactionRequest.objects.filter(memory_id=memory.pk, status=RedactionRequest.Status.OPEN).update(
+            status=RedactionRequest.Status.APPROVED, decided_by=principal.user, decided_at=now
+        )
         record(
             "memory.redact",
             organization=principal.organization_id,
             actor=principal.actor,
             target_type="memory",
             target_id=memory.pk,
-            details={"reason": reason, "previous_status": memory.status, "chunks_deleted": deleted_chunks},
+            details={
+                "reason": reason,
+                "previous_status": memory.status,
+                "chunks_deleted": deleted_chunks,
+                "requests_closed": closed,
+            },
         )
     memory.refresh_from_db()
     return memory
