@@ -34,6 +34,7 @@ class Action(StrEnum):
     MEMORY_CREATE = "memory.create"
     MEMORY_SUPERSEDE = "memory.supersede"
     MEMORY_REINSTATE = "memory.reinstate"
+    MEMORY_ACCEPT_REVISION = "memory.accept_revision"
     MEMORY_PATCH = "memory.patch"
     MEMORY_REDACT = "memory.redact"
     MEMORY_DELETE = "memory.delete"
@@ -47,7 +48,7 @@ class Action(StrEnum):
     CONFLICT_DETECT = "conflict.detect"
     CONFLICT_RESOLVE = "conflict.resolve"
     CONFLICT_REOPEN = "conflict.reopen"
-    CONFLICT_PROPOSE = "conflict.propose"  # a proposed revision waits in the manual queue
+    MEMORY_PROPOSE = "memory.propose"  # a proposed revision waits in the conflict queue
     # redaction requests
     REDACTION_REQUEST_CREATE = "redaction_request.create"
     REDACTION_REQUEST_DECIDE = "redaction_request.decide"

@@ -199,6 +199,8 @@ class Principal:
             return False
         if memory.clearance_rank > self.clearance_rank:
             return False
+        if memory.status == "proposed":
+            return history and self._may_see_proposal(memory)
         if history:
             return True
         if memory.status != "active":
@@ -207,6 +209,14 @@ class Principal:
             return False  # not yet valid at that moment
         moment = as_of or timezone.now()
         return memory.valid_until is None or memory.valid_until > moment
+
+    def _may_see_proposal(self, memory: Any) -> bool:
+        """A proposed revision is read by its proposer and by those who may accept it (authority
+        over the memory it would replace, which `supersedes` names until it is decided)."""
+        if memory.created_by_id is not None and memory.created_by_id == self.user.pk:
+            return True
+        original = memory.supersedes
+        return original is not None and (self.is_admin or self.outranks_author_of(original))
 
     def can_write_memory(self, memory: Any) -> bool:
         """May change this memory (supersede, patch, decide its conflicts): read it, write its scope, and hold its clearance."""
@@ -338,6 +348,31 @@ def author_rank(memory: Any) -> int:
         if rank is not None:
             return int(rank)
     return int(memory.clearance_rank)
+
+
+def author_authority(memory: Any) -> int:
+    """The authority a memory's author writes with (as `Principal.authority`): the author's rung,
+    the top rung for an admin; a memory without a Cortex author writes with its clearance_min's rung."""
+    if memory.author_id is not None:
+        membership = (
+            Membership.objects.filter(user_id=memory.author_id, organization_id=memory.organization_id)
+            .values_list("clearance_rank", "role")
+            .first()
+        )
+        if membership is not None:
+            rank, role = membership
+            if role == Membership.Role.ADMIN:
+                return max(clearance_names(memory.organization_id), default=int(rank))
+            return int(rank)
+    return int(memory.clearance_rank)
+
+
+def could_supersede(winner: Any, loser: Any) -> bool:
+    """Could the winner's author have superseded the loser by hand (authority, not scope)? The
+    rule the automatic conflict policy follows, so it never overrules authority."""
+    if winner.author_id is not None and winner.author_id == loser.author_id:
+        return True
+    return author_authority(winner) >= author_rank(loser)
 
 
 def clearance_name(organization_id: int, rank: int) -> str:

@@ -19,7 +19,12 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def author_of(memory: Memory) -> dict[str, Any]:
-    return {"id": str(memory.author_id) if memory.author_id else None, "name": memory.author_display}
+    return {
+        "id": str(memory.author_id) if memory.author_id else None,
+        "name": memory.author_display,
+        # "import" or "connector" when the name was stated by a source rather than being the writer.
+        "given_by": memory.author_given_by or None,
+    }
 
 
 def memory_representation(

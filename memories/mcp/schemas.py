@@ -88,6 +88,7 @@ class ListMemoriesOutput(BaseModel):
 class Author(BaseModel):
     id: str | None
     name: str
+    given_by: str | None = Field(default=None, description="import or connector when a source stated the name")
 
 
 class HistoryEntry(BaseModel):

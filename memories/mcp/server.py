@@ -515,6 +515,13 @@ def _supersede(principal: Principal, memory_id: str, arguments: dict[str, Any]) 
     data = schemas.ChangeOutput(
         id=str(memory.pk), status=memory.status, replaces=_memory_id(memory_id), url=memory_url(memory.pk)
     )
+    if result.proposal is not None:
+        text = (
+            f'Proposed "{memory.title}" as a revision of {data.replaces}: you do not have the authority to supersede its '
+            "author's memory, so the earlier version stays current until someone with that authority accepts it "
+            f"(conflict {result.proposal.pk}).\n{data.url}"
+        )
+        return Answer(data, text, "memory", str(memory.pk))
     text = f'"{memory.title}" now replaces the earlier version ({data.replaces}); recall finds the new one.\n{data.url}'
     return Answer(data, text, "memory", str(memory.pk))
 

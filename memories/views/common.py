@@ -84,6 +84,11 @@ def may_supersede(principal: Principal, memory: Memory) -> bool:
     return memory.status == Memory.Status.ACTIVE and principal.can_supersede(memory)
 
 
+def may_propose_revision(principal: Principal, memory: Memory) -> bool:
+    """Whether to offer Propose a revision: a writer without authority over the active version's author."""
+    return memory.status == Memory.Status.ACTIVE and principal.can_propose_revision(memory)
+
+
 def memory_rows(
     principal: Principal, memories: Iterable[Memory], *, hits: Sequence[RecallHit] = (), terms: Sequence[str] = ()
 ) -> list[dict[str, Any]]:

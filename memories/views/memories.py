@@ -36,7 +36,14 @@ from memories.services.memories import MemoryDraft, memory_create, memory_redact
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
-from memories.views.common import may_redact, may_request_redaction, may_supersede, memory_or_404, principal_view
+from memories.views.common import (
+    may_propose_revision,
+    may_redact,
+    may_request_redaction,
+    may_supersede,
+    memory_or_404,
+    principal_view,
+)
 
 RETRY_MESSAGE = (
     "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
@@ -85,6 +92,7 @@ def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) ->
         "chain": supersession_chain(principal, memory),
         "conflicts": conflicts,
         "can_supersede": may_supersede(principal, memory),
+        "can_propose": may_propose_revision(principal, memory),
         "can_redact": may_redact(principal, memory),
         "redact_form": RedactForm(auto_id="redact_%s"),
         "can_request_redaction": may_request_redaction(principal, memory),
@@ -176,8 +184,9 @@ def markdown_preview(request: HttpRequest, principal: Principal) -> HttpResponse
 def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
     """Supersede: save an edited copy as the new active version; the old one stays in the chain."""
     memory = memory_or_404(principal, memory_id)
-    if not may_supersede(principal, memory):
-        if memory.status != "active" and principal.can_supersede(memory):
+    propose = may_propose_revision(principal, memory)
+    if not may_supersede(principal, memory) and not propose:
+        if memory.status != "active" and principal.can_write_memory(memory):
             messages.error(request, f"This memory is {memory.status}; only the active version can be edited.")
             return redirect(f"/memories/{memory.pk}/")
         raise DjangoPermissionDenied("You cannot change this memory.")
@@ -195,9 +204,15 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
             except CortexError as exc:
                 attach_error(form, exc)
             else:
+                if result.proposal is not None:
+                    messages.success(
+                        request, "Proposed as a revision. The current version stays until someone with the authority accepts it."
+                    )
+                    return redirect(f"/conflicts/{result.proposal.pk}/")
                 messages.success(request, "Saved as a new version. The previous one is kept in the history.")
                 return redirect(f"/memories/{result.memory.pk}/")
-    return render(request, "memories/edit.html", {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}, status=status)
+    context = {"memory": memory, "form": form, "categories": COMMON_CATEGORIES, "propose": propose}
+    return render(request, "memories/edit.html", context, status=status)
 
 
 @principal_view

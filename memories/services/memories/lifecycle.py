@@ -18,6 +18,7 @@ from memories.models import Memory, MemoryChunk, RedactionRequest
 from memories.selectors.memories import memory_for_history
 from memories.services.memories.pipeline import MemoryDraft, WriteResult, index_chunks, memory_create, retire
 from memories.services.memories.validation import check_validity, clean_category, clearance_rank_of, derive_title, normalise_tags
+from memories.tasks import after_memory_write
 
 REDACTED_TITLE = "[redacted]"
 REDACTED_CONTENT = "[This memory was redacted.]"
@@ -85,14 +86,45 @@ def memory_reinstate(
         )
 
 
+def memory_activate_proposal(*, memory_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+    """A proposed revision becomes an active memory (the step before it supersedes the original).
+
+    Only a memory still proposed is activated (Conflict(MEMORY_NOT_PROPOSED) otherwise); its
+    post-write work (conflict detection, entities) runs on commit, as for any new memory.
+    """
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory_id, status=Memory.Status.PROPOSED).update(
+            status=Memory.Status.ACTIVE, updated_at=timezone.now()
+        )
+        if updated != 1:
+            raise Conflict("This revision is no longer a proposal; it cannot be accepted.", error_code="MEMORY_NOT_PROPOSED")
+        MemoryChunk.objects.filter(memory_id=memory_id).update(status=Memory.Status.ACTIVE)
+        organization_id = Memory.objects.filter(pk=memory_id).values_list("organization_id", flat=True).get()
+        record(
+            "memory.accept_revision",
+            organization=organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=memory_id,
+            details={"reason": reason, **(details or {})},
+        )
+        transaction.on_commit(lambda: after_memory_write.delay(str(memory_id)))
+
+
 def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> WriteResult:
     """A new active memory replaces an active one; both keep their audit trail and link each other.
 
     `changes` may hold any MemoryDraft field; the rest is carried over from the old memory, except
     the author (the person superseding) and valid_from (now, unless given).
+
+    A writer of the scope without authority over the memory's author (`Principal.can_supersede`)
+    gets a proposed revision instead (`WriteResult.proposal` set; the old memory stays current).
     """
     old = memory_for_history(principal, memory_id)
-    if not principal.can_supersede(old):
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    propose = principal.can_propose_revision(old)
+    if not propose and not principal.can_supersede(old):
         raise PermissionDenied(
             "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
         )
@@ -117,7 +149,7 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     draft = replace(base, **changes)
     if "content" in changes and "title" not in changes and old.title == derive_title(old.content):
         draft = replace(draft, title="")  # the title was derived from the content: derive it again
-    return memory_create(principal=principal, draft=draft, supersedes=old)
+    return memory_create(principal=principal, draft=draft, supersedes=old, propose=propose)
 
 
 def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> Memory:
