@@ -37,6 +37,8 @@ class Action(StrEnum):
     MEMORY_ACCEPT_REVISION = "memory.accept_revision"
     MEMORY_PATCH = "memory.patch"
     MEMORY_REDACT = "memory.redact"
+    MEMORY_RESTORE = "memory.restore"
+    MEMORY_REDACTION_FINAL = "memory.redaction_final"
     MEMORY_DELETE = "memory.delete"
     MEMORY_EXPORT = "memory.export"
     # memories: reads

@@ -158,7 +158,10 @@ CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
+    "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
 }
+# A (non-urgent) redaction keeps the removed words this many days so an admin can restore it.
+CORTEX_REDACTION_HOLD_DAYS = env_int("CORTEX_REDACTION_HOLD_DAYS", 7, minimum=0)
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)
 

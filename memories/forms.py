@@ -220,6 +220,11 @@ class RedactForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Kept in the audit trail with your name and the time. The content is removed for everyone.",
     )
+    urgent = forms.BooleanField(
+        required=False,
+        label="Urgent: make it final now",
+        help_text="For a leaked secret or personal data. Otherwise an admin can restore it for a few days.",
+    )
 
 
 class RedactionRequestForm(forms.Form):

@@ -256,15 +256,38 @@ class MemorySupersedeView(APIView):
 
 
 class MemoryRedactView(APIView):
-    @extend_schema(summary="Redact a memory (content removed, provenance kept)", request=RedactInput, responses=MemoryOutput)
+    @extend_schema(
+        summary="Redact a memory (content removed, provenance kept)",
+        description="The author, an admin or the connector that wrote it (else 403 REDACTION_NOT_ALLOWED: request it "
+        "instead). Held CORTEX_REDACTION_HOLD_DAYS for an admin's restore unless urgent (403 URGENT_REDACTION_NOT_ALLOWED "
+        "for a connector).",
+        request=RedactInput,
+        responses=MemoryOutput,
+    )
     def post(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         serializer = RedactInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        memory = services.memory_redact(principal=principal, memory_id=memory_id, reason=serializer.validated_data["reason"])
+        values = serializer.validated_data
+        memory = services.memory_redact(
+            principal=principal, memory_id=memory_id, reason=values["reason"], urgent=values.get("urgent", False)
+        )
         body = present_memory(principal, memory)
         body["redaction"] = redaction(memory)
         return Response(body)
+
+
+class MemoryRestoreView(APIView):
+    @extend_schema(
+        summary="Restore a redacted memory while its redaction is held (admins)",
+        request=None,
+        responses=MemoryOutput,
+        description="403 ADMIN_REQUIRED; 409 REDACTION_FINAL when the redaction was urgent or its hold expired.",
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        principal = request_principal(request)
+        memory = services.memory_restore(principal=principal, memory_id=memory_id)
+        return Response(present_memory(principal, memory))
 
 
 class RecallView(APIView):

@@ -11,6 +11,7 @@ urlpatterns = [
     path("memories/<str:memory_id>", memories.MemoryDetailView.as_view(), name="api-memory"),
     path("memories/<str:memory_id>/supersede", memories.MemorySupersedeView.as_view(), name="api-memory-supersede"),
     path("memories/<str:memory_id>/redact", memories.MemoryRedactView.as_view(), name="api-memory-redact"),
+    path("memories/<str:memory_id>/restore", memories.MemoryRestoreView.as_view(), name="api-memory-restore"),
     path(
         "memories/<str:memory_id>/redaction-requests",
         redactions.MemoryRedactionRequestView.as_view(),

@@ -8,7 +8,7 @@ from typing import Any
 
 from memories.access import Principal, clearance_names
 from memories.models import Memory
-from memories.selectors.memories import readable_base
+from memories.selectors.memories import readable_base, redaction_held_until
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -91,6 +91,8 @@ def redaction(memory: Memory) -> dict[str, Any] | None:
         "redacted_at": iso(memory.redacted_at),
         "redacted_by": memory.redacted_by.email if memory.redacted_by else None,
         "reason": memory.redaction_reason,
+        # Until when an admin can restore it; null once final (urgent, or the hold expired).
+        "held_until": iso(redaction_held_until(memory)),
     }
 
 

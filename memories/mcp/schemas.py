@@ -102,6 +102,7 @@ class Redaction(BaseModel):
     redacted_at: str | None
     redacted_by: str | None
     reason: str
+    held_until: str | None = Field(default=None, description="Until when an admin can restore it; null once final")
 
 
 class MemoryDetail(BaseModel):

@@ -10,7 +10,7 @@ from memories.models.memory import (
     SourceScopeRule,
 )
 from memories.models.oauth import OAuthGrant
-from memories.models.redactions import RedactionRequest
+from memories.models.redactions import RedactionHold, RedactionRequest
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -40,6 +40,7 @@ __all__ = [
     "OAuthGrant",
     "Organization",
     "RecallTerm",
+    "RedactionHold",
     "RedactionRequest",
     "Relation",
     "Scope",

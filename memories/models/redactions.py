@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -49,3 +50,24 @@ class RedactionRequest(models.Model):
 
     def __str__(self) -> str:
         return f"RedactionRequest {self.pk} ({self.status})"
+
+
+class RedactionHold(models.Model):
+    """What a redaction removed, held until `held_until` so an admin can restore it.
+
+    The memory itself already shows the redaction marker and has no chunks or vectors; only this
+    row keeps the words. An urgent redaction writes none; expired holds are deleted by a bounded
+    periodic task, after which the redaction is final.
+    """
+
+    memory = models.OneToOneField(Memory, on_delete=models.CASCADE, primary_key=True, related_name="redaction_hold")
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    title = models.CharField(max_length=500)
+    content = models.TextField()
+    tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
+    previous_status = models.CharField(max_length=16)
+    held_until = models.DateTimeField(db_index=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"RedactionHold {self.memory_id} until {self.held_until:%Y-%m-%d}"

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Operator, Principal, parse_id
-from memories.models import Memory
+from memories.models import Memory, RedactionHold
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
@@ -139,3 +139,12 @@ def memory_timeline(
     if until is not None:
         memories = memories.filter(valid_from__lt=until)
     return memories.order_by("valid_from", "id")
+
+
+def redaction_held_until(memory: Memory) -> datetime | None:
+    """Until when a redacted memory can still be restored (its hold), or None when the redaction is final."""
+    return (
+        RedactionHold.objects.filter(memory_id=memory.pk, held_until__gt=timezone.now())
+        .values_list("held_until", flat=True)
+        .first()
+    )

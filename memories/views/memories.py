@@ -31,8 +31,8 @@ from memories.forms import (
 )
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import supersession_chain
-from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.selectors.memories import redaction_held_until, supersession_chain
+from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_restore, memory_supersede
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
@@ -96,6 +96,7 @@ def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) ->
         "can_redact": may_redact(principal, memory),
         "redact_form": RedactForm(auto_id="redact_%s"),
         "can_request_redaction": may_request_redaction(principal, memory),
+        "restorable_until": redaction_held_until(memory) if principal.is_admin and memory.status == "redacted" else None,
         "request_redaction_form": RedactionRequestForm(auto_id="request_redaction_%s"),
         "permalink": request.build_absolute_uri(f"/memories/{memory.pk}/"),
     }
@@ -231,10 +232,31 @@ def memory_redact_view(request: HttpRequest, principal: Principal, memory_id: st
         status = 400
         if form.is_valid():
             try:
-                memory_redact(principal=principal, memory_id=memory.pk, reason=form.cleaned_data["reason"])
+                memory_redact(
+                    principal=principal,
+                    memory_id=memory.pk,
+                    reason=form.cleaned_data["reason"],
+                    urgent=form.cleaned_data["urgent"],
+                )
             except CortexError as exc:
                 attach_error(form, exc)
             else:
                 messages.success(request, "Redacted. The content is gone from search; who, when and why are kept.")
                 return redirect(f"/memories/{memory.pk}/")
     return render(request, "memories/redact.html", {"memory": memory, "form": form}, status=status)
+
+
+@principal_view
+@require_POST
+def memory_restore_view(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Restore a held redaction (admins)."""
+    memory = memory_or_404(principal, memory_id)
+    if not principal.is_admin:
+        raise DjangoPermissionDenied("Only organization admins can restore a redacted memory.")
+    try:
+        memory_restore(principal=principal, memory_id=memory.pk)
+    except CortexError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Restored: the memory is back, as it was before the redaction.")
+    return redirect(f"/memories/{memory.pk}/")

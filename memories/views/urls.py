@@ -14,6 +14,7 @@ urlpatterns = [
     path("memories/<uuid:memory_id>/", memories.memory_detail, name="memory-detail"),
     path("memories/<uuid:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
     path("memories/<uuid:memory_id>/redact/", memories.memory_redact_view, name="memory-redact"),
+    path("memories/<uuid:memory_id>/restore/", memories.memory_restore_view, name="memory-restore"),
     path(
         "memories/<uuid:memory_id>/request-redaction/",
         redactions.memory_request_redaction,

@@ -26,8 +26,10 @@ from memories.services.memories.lifecycle import (
     memory_patch,
     memory_redact,
     memory_reinstate,
+    memory_restore,
     memory_supersede,
     memory_supersede_with_existing,
+    redaction_holds_finalise,
     register_redaction_hook,
 )
 from memories.services.memories.pipeline import MemoryDraft, WriteResult, embedding_text, memory_create, memory_create_many
@@ -69,9 +71,11 @@ __all__ = [
     "memory_patch",
     "memory_redact",
     "memory_reinstate",
+    "memory_restore",
     "memory_supersede",
     "memory_supersede_with_existing",
     "normalise_tags",
+    "redaction_holds_finalise",
     "register_redaction_hook",
     "resolve_scope",
 ]

@@ -325,27 +325,7 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
                 supersedes=supersedes,
                 status=status,
             )
-            MemoryChunk.objects.bulk_create(
-                MemoryChunk(
-                    memory=memory,
-                    index=c.index,
-                    char_start=c.start,
-                    char_end=c.end,
-                    text=c.text,
-                    embedding=vectors[i],
-                    organization_id=memory.organization_id,
-                    scope=scope,
-                    clearance_rank=p.clearance_rank,
-                    status=memory.status,
-                    valid_from=p.valid_from,
-                    valid_until=memory.valid_until,
-                    category=p.category,
-                    source=p.source,
-                    tags=p.tags,
-                    search_vector=_search_vector(p.title, p.tags, c.text),
-                )
-                for i, c in enumerate(p.chunks)
-            )
+            create_chunks(memory, p.chunks, vectors)
             if p.propose:
                 assert supersedes is not None
                 return _store_proposal(p, memory, supersedes)
@@ -377,6 +357,31 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
                 return _replay(principal, earlier, p.resolution)
         raise
     return WriteResult(memory, p.resolution)
+
+
+def create_chunks(memory: Memory, chunks: Sequence[Chunk], vectors: Any) -> None:
+    """A memory's chunks with their vectors and full-text vectors, carrying its filter columns."""
+    MemoryChunk.objects.bulk_create(
+        MemoryChunk(
+            memory=memory,
+            index=c.index,
+            char_start=c.start,
+            char_end=c.end,
+            text=c.text,
+            embedding=vectors[i],
+            organization_id=memory.organization_id,
+            scope_id=memory.scope_id,
+            clearance_rank=memory.clearance_rank,
+            status=memory.status,
+            valid_from=memory.valid_from,
+            valid_until=memory.valid_until,
+            category=memory.category,
+            source=memory.source,
+            tags=list(memory.tags),
+            search_vector=_search_vector(memory.title, memory.tags, c.text),
+        )
+        for i, c in enumerate(chunks)
+    )
 
 
 def _store_proposal(p: _PreparedWrite, memory: Memory, original: Memory) -> WriteResult:
