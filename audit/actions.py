@@ -47,8 +47,11 @@ class Action(StrEnum):
     MEMORY_CREATE = "memory.create"
     MEMORY_SUPERSEDE = "memory.supersede"
     MEMORY_REINSTATE = "memory.reinstate"
+    MEMORY_ACCEPT_REVISION = "memory.accept_revision"
     MEMORY_PATCH = "memory.patch"
     MEMORY_REDACT = "memory.redact"
+    MEMORY_RESTORE = "memory.restore"
+    MEMORY_REDACTION_FINAL = "memory.redaction_final"
     MEMORY_DELETE = "memory.delete"
     MEMORY_EXPORT = "memory.export"
     # memories: reads
@@ -60,6 +63,10 @@ class Action(StrEnum):
     CONFLICT_DETECT = "conflict.detect"
     CONFLICT_RESOLVE = "conflict.resolve"
     CONFLICT_REOPEN = "conflict.reopen"
+    MEMORY_PROPOSE = "memory.propose"  # a proposed revision waits in the conflict queue
+    # redaction requests
+    REDACTION_REQUEST_CREATE = "redaction_request.create"
+    REDACTION_REQUEST_DECIDE = "redaction_request.decide"
     # operations
     EMBEDDING_REEMBED_START = "embedding.reembed.start"
     EMBEDDING_REEMBED_FINISH = "embedding.reembed.finish"

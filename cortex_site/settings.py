@@ -206,7 +206,10 @@ CELERY_BEAT_SCHEDULE = {
     "connectors-dispatch-due": {"task": "connectors.dispatch_due", "schedule": 60.0},
     "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
     "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
+    "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
 }
+# A (non-urgent) redaction keeps the removed words this many days so an admin can restore it.
+CORTEX_REDACTION_HOLD_DAYS = env_int("CORTEX_REDACTION_HOLD_DAYS", 7, minimum=0)
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.
 CORTEX_JOB_RETENTION_HOURS = env_int("CORTEX_JOB_RETENTION_HOURS", 24, minimum=1)
 

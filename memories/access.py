@@ -199,6 +199,8 @@ class Principal:
             return False
         if memory.clearance_rank > self.clearance_rank:
             return False
+        if memory.status == "proposed":
+            return history and self._may_see_proposal(memory)
         if history:
             return True
         if memory.status != "active":
@@ -208,31 +210,70 @@ class Principal:
         moment = as_of or timezone.now()
         return memory.valid_until is None or memory.valid_until > moment
 
+    def _may_see_proposal(self, memory: Any) -> bool:
+        """A proposed revision is read by its proposer and by those who may accept it (authority
+        over the memory it would replace, which `supersedes` names until it is decided)."""
+        if memory.created_by_id is not None and memory.created_by_id == self.user.pk:
+            return True
+        original = memory.supersedes
+        return original is not None and (self.is_admin or self.outranks_author_of(original))
+
     def can_write_memory(self, memory: Any) -> bool:
         """May change this memory (supersede, patch, decide its conflicts): read it, write its scope, and hold its clearance."""
         return self.can_read_memory(memory, history=True) and memory.scope_id in self.writable_scope_ids
 
     # -- write rules for one object (services enforce them; interfaces ask them to offer actions) --
+    @cached_property
+    def authority(self) -> int:
+        """The rung this principal changes other people's knowledge with: its clearance, or the top
+        rung of the ladder for an admin (a connector acts with its installer's authority)."""
+        if self.is_admin:
+            return max(clearance_names(self.organization_id), default=self.clearance_rank)
+        return self.clearance_rank
+
+    def is_author_of(self, memory: Any) -> bool:
+        return memory.author_id is not None and memory.author_id == self.user.pk
+
+    def outranks_author_of(self, memory: Any) -> bool:
+        """Authority at least the memory's author's (see `author_rank`); the author always may."""
+        return self.is_author_of(memory) or self.authority >= author_rank(memory)
+
     def can_supersede(self, memory: Any) -> bool:
-        """May store a new version of this memory (its state — active or not — is the caller's check)."""
-        return self.can_write_memory(memory)
+        """May store a new version of this memory that is current at once: write it, and hold authority
+        at least its author's. Its state (active or not) is the caller's check."""
+        return self.can_write_memory(memory) and self.outranks_author_of(memory)
+
+    def can_propose_revision(self, memory: Any) -> bool:
+        """May write the memory but not supersede it: a new version waits as a proposed revision."""
+        return self.can_write_memory(memory) and not self.outranks_author_of(memory)
+
+    def wrote_as_connector(self, memory: Any) -> bool:
+        """Acting as a connector on a memory a connector source wrote in the same organization."""
+        return (
+            self.connector is not None
+            and memory.organization_id == self.organization_id
+            and memory.source.strip().lower() in CONNECTOR_SOURCES
+        )
 
     def can_redact(self, memory: Any) -> bool:
-        """The author, a writer of its scope, or an admin — never through a read-only token."""
+        """The author, an admin, or the connector that wrote it — never through a read-only token."""
         if self.read_only or not self.can_read_memory(memory, history=True):
             return False
-        is_author = memory.author_id is not None and memory.author_id == self.user.pk
-        return is_author or self.can_write_memory(memory) or self.is_admin
+        return self.is_author_of(memory) or self.is_admin or self.wrote_as_connector(memory)
+
+    def can_request_redaction(self, memory: Any) -> bool:
+        """Anyone else who can read the memory may ask its author or an admin to redact it."""
+        return not self.read_only and self.can_read_memory(memory, history=True) and not self.can_redact(memory)
 
     def can_decide(self, conflict: Any) -> bool:
-        """May decide (or re-open) a conflict it can see: not through a read-only token. Changing a
-        memory's status on the way also needs `can_write_memory` for that memory."""
-        return (
-            not self.read_only
-            and conflict.organization_id == self.organization_id
-            and self.can_read_memory(conflict.new_memory, history=True)
-            and self.can_read_memory(conflict.existing_memory, history=True)
-        )
+        """May decide (or re-open) a conflict it can see: an admin, or a member whose authority is at
+        least both memories' authors' — never through a read-only token."""
+        if self.read_only or conflict.organization_id != self.organization_id:
+            return False
+        memories = (conflict.new_memory, conflict.existing_memory)
+        if not all(self.can_read_memory(m, history=True) for m in memories):
+            return False
+        return self.is_admin or all(self.outranks_author_of(m) for m in memories)
 
     def require_admin(self, message: str = "Only organization admins can do this.") -> None:
         """Raise PermissionDenied (ADMIN_REQUIRED) unless this principal administers its organization."""
@@ -287,6 +328,51 @@ class CliPrincipal(Principal):
     @property
     def actor(self) -> Actor:
         return Actor(kind=AuditEvent.ActorKind.CLI, label=f"{self.user.email} (cli)", user_id=self.user.pk)
+
+
+# Sources that connectors write (memories.source, compared lower-case).
+CONNECTOR_SOURCES = frozenset({"github", "slack", "gmail", "google drive", "notion"})
+
+
+def author_rank(memory: Any) -> int:
+    """The authority a memory's author holds over it: the author's clearance rung in the memory's
+    organization. A memory without a Cortex author (imported under a name, written by a connector)
+    or whose author left the organization has the rung of its own clearance_min: whoever may read
+    it at that rung and write its scope holds as much authority over it as its source did."""
+    if memory.author_id is not None:
+        rank = (
+            Membership.objects.filter(user_id=memory.author_id, organization_id=memory.organization_id)
+            .values_list("clearance_rank", flat=True)
+            .first()
+        )
+        if rank is not None:
+            return int(rank)
+    return int(memory.clearance_rank)
+
+
+def author_authority(memory: Any) -> int:
+    """The authority a memory's author writes with (as `Principal.authority`): the author's rung,
+    the top rung for an admin; a memory without a Cortex author writes with its clearance_min's rung."""
+    if memory.author_id is not None:
+        membership = (
+            Membership.objects.filter(user_id=memory.author_id, organization_id=memory.organization_id)
+            .values_list("clearance_rank", "role")
+            .first()
+        )
+        if membership is not None:
+            rank, role = membership
+            if role == Membership.Role.ADMIN:
+                return max(clearance_names(memory.organization_id), default=int(rank))
+            return int(rank)
+    return int(memory.clearance_rank)
+
+
+def could_supersede(winner: Any, loser: Any) -> bool:
+    """Could the winner's author have superseded the loser by hand (authority, not scope)? The
+    rule the automatic conflict policy follows, so it never overrules authority."""
+    if winner.author_id is not None and winner.author_id == loser.author_id:
+        return True
+    return author_authority(winner) >= author_rank(loser)
 
 
 def clearance_name(organization_id: int, rank: int) -> str:

@@ -245,6 +245,24 @@ class RedactForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="Kept in the audit trail with your name and the time. The content is removed for everyone.",
     )
+    urgent = forms.BooleanField(
+        required=False,
+        label="Urgent: make it final now",
+        help_text="For a leaked secret or personal data. Otherwise an admin can restore it for a few days.",
+    )
+
+
+class RedactionRequestForm(forms.Form):
+    reason = forms.CharField(
+        max_length=1000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="The memory's author and the admins see it with your name; one of them decides.",
+    )
+
+
+class RedactionDecisionForm(forms.Form):
+    decision = forms.ChoiceField(choices=[("approve", "Approve"), ("decline", "Decline")])
+    note = forms.CharField(max_length=1000, required=False)
 
 
 # -- settings ---------------------------------------------------------------------------------------

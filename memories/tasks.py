@@ -71,3 +71,14 @@ def purge_finished_jobs(batch_size: int = PURGE_BATCH) -> int:
     if purge.more:
         transaction.on_commit(lambda: purge_finished_jobs.delay(batch_size))
     return purge.deleted
+
+
+@shared_task(name="memories.finalise_redaction_holds", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def finalise_redaction_holds(batch_size: int = 200) -> int:
+    """Make one bounded batch of expired redaction holds final; when more remain, the next batch is a new task."""
+    from memories.services.memories import redaction_holds_finalise
+
+    finalised, more = redaction_holds_finalise(batch_size=batch_size)
+    if more:
+        transaction.on_commit(lambda: finalise_redaction_holds.delay(batch_size))
+    return finalised

@@ -27,10 +27,10 @@ from memories.interchange.inputs import (
     recall_query,
 )
 from memories.interchange.representation import citation, cite_text, iso, present_memories, present_memory, redaction
-from memories.interchange.shapes import conflict_summary, entity_summary
+from memories.interchange.shapes import conflict_summary, entity_summary, present_conflicts
 from memories.models import Memory
 from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
-from memories.selectors.conflicts import memory_conflicts
+from memories.selectors.conflicts import conflict_for, memory_conflicts
 from memories.selectors.entities import memory_entities
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
 from memories.selectors.recall import RecallResult, recall
@@ -118,7 +118,18 @@ class RecallOutput(serializers.Serializer):
     packing = PackingOutput(required=False)
 
 
+class ProposalOutput(serializers.Serializer):
+    proposal = serializers.DictField(help_text="The revision conflict waiting in the queue, as GET /api/conflicts/{id}")
+    memory = MemoryOutput(help_text="The proposed version (status proposed): out of lists and recall until accepted")
+
+
 def write_response(principal: Principal, result: services.WriteResult) -> Response:
+    if result.proposal is not None:
+        proposal = conflict_for(principal, result.proposal.pk)
+        return Response(
+            {"proposal": present_conflicts(principal, [proposal])[0], "memory": present_memory(principal, result.memory)},
+            status=status.HTTP_202_ACCEPTED,
+        )
     body = present_memory(principal, result.memory)
     body["scope_resolution"] = result.scope_resolution
     body["deduplicated"] = result.deduplicated
@@ -226,7 +237,14 @@ class MemoryDetailView(APIView):
 
 
 class MemorySupersedeView(APIView):
-    @extend_schema(summary="Replace a memory with a new version", request=SupersedeInput, responses={201: WriteOutput})
+    @extend_schema(
+        summary="Replace a memory with a new version",
+        description="201 when your authority (clearance; admins the top rung) is at least the author's. Otherwise 202: "
+        "the new version is a proposed revision in the conflict queue until someone with that authority accepts it. "
+        "403 MEMORY_NOT_WRITABLE when you cannot write its scope; 409 MEMORY_NOT_ACTIVE.",
+        request=SupersedeInput,
+        responses={201: WriteOutput, 202: ProposalOutput},
+    )
     def post(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         serializer = SupersedeInput(data=request.data)
@@ -238,15 +256,38 @@ class MemorySupersedeView(APIView):
 
 
 class MemoryRedactView(APIView):
-    @extend_schema(summary="Redact a memory (content removed, provenance kept)", request=RedactInput, responses=MemoryOutput)
+    @extend_schema(
+        summary="Redact a memory (content removed, provenance kept)",
+        description="The author, an admin or the connector that wrote it (else 403 REDACTION_NOT_ALLOWED: request it "
+        "instead). Held CORTEX_REDACTION_HOLD_DAYS for an admin's restore unless urgent (403 URGENT_REDACTION_NOT_ALLOWED "
+        "for a connector).",
+        request=RedactInput,
+        responses=MemoryOutput,
+    )
     def post(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         serializer = RedactInput(data=request.data)
         serializer.is_valid(raise_exception=True)
-        memory = services.memory_redact(principal=principal, memory_id=memory_id, reason=serializer.validated_data["reason"])
+        values = serializer.validated_data
+        memory = services.memory_redact(
+            principal=principal, memory_id=memory_id, reason=values["reason"], urgent=values.get("urgent", False)
+        )
         body = present_memory(principal, memory)
         body["redaction"] = redaction(memory)
         return Response(body)
+
+
+class MemoryRestoreView(APIView):
+    @extend_schema(
+        summary="Restore a redacted memory while its redaction is held (admins)",
+        request=None,
+        responses=MemoryOutput,
+        description="403 ADMIN_REQUIRED; 409 REDACTION_FINAL when the redaction was urgent or its hold expired.",
+    )
+    def post(self, request: Request, memory_id: str) -> Response:
+        principal = request_principal(request)
+        memory = services.memory_restore(principal=principal, memory_id=memory_id)
+        return Response(present_memory(principal, memory))
 
 
 class RecallView(APIView):

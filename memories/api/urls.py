@@ -1,7 +1,7 @@
 from django.urls import path
 
 from audit import api as audit_api
-from memories.api import ask, briefs, conflicts, entities, memories, tenancy
+from memories.api import ask, briefs, conflicts, entities, memories, redactions, tenancy
 
 urlpatterns = [
     path("me", tenancy.MeView.as_view(), name="api-me"),
@@ -12,6 +12,18 @@ urlpatterns = [
     path("memories/<str:memory_id>", memories.MemoryDetailView.as_view(), name="api-memory"),
     path("memories/<str:memory_id>/supersede", memories.MemorySupersedeView.as_view(), name="api-memory-supersede"),
     path("memories/<str:memory_id>/redact", memories.MemoryRedactView.as_view(), name="api-memory-redact"),
+    path("memories/<str:memory_id>/restore", memories.MemoryRestoreView.as_view(), name="api-memory-restore"),
+    path(
+        "memories/<str:memory_id>/redaction-requests",
+        redactions.MemoryRedactionRequestView.as_view(),
+        name="api-memory-redaction-requests",
+    ),
+    path("redaction-requests", redactions.RedactionRequestListView.as_view(), name="api-redaction-requests"),
+    path(
+        "redaction-requests/<str:request_id>/decide",
+        redactions.RedactionRequestDecideView.as_view(),
+        name="api-redaction-request-decide",
+    ),
     path("recall", memories.RecallView.as_view(), name="api-recall"),
     path("ask", ask.AskView.as_view(), name="api-ask"),
     path("meeting-briefs", briefs.MeetingBriefCreateView.as_view(), name="api-meeting-briefs"),

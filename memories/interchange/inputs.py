@@ -67,6 +67,11 @@ class PatchInput(StrictSerializer):
 
 class RedactInput(StrictSerializer):
     reason = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    urgent = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="Final at once (a leaked secret, personal data): nothing is held for restore. The author or an admin.",
+    )
 
 
 class RecallInput(StrictSerializer):

@@ -8,7 +8,7 @@ from typing import Any
 
 from memories.access import Principal, clearance_names
 from memories.models import Memory
-from memories.selectors.memories import readable_base
+from memories.selectors.memories import readable_base, redaction_held_until
 
 
 def iso(moment: datetime | None) -> str | None:
@@ -19,7 +19,12 @@ def iso(moment: datetime | None) -> str | None:
 
 
 def author_of(memory: Memory) -> dict[str, Any]:
-    return {"id": str(memory.author_id) if memory.author_id else None, "name": memory.author_display}
+    return {
+        "id": str(memory.author_id) if memory.author_id else None,
+        "name": memory.author_display,
+        # "import" or "connector" when the name was stated by a source rather than being the writer.
+        "given_by": memory.author_given_by or None,
+    }
 
 
 def memory_representation(
@@ -86,6 +91,8 @@ def redaction(memory: Memory) -> dict[str, Any] | None:
         "redacted_at": iso(memory.redacted_at),
         "redacted_by": memory.redacted_by.email if memory.redacted_by else None,
         "reason": memory.redaction_reason,
+        # Until when an admin can restore it; null once final (urgent, or the hold expired).
+        "held_until": iso(redaction_held_until(memory)),
     }
 
 

@@ -88,6 +88,7 @@ class ListMemoriesOutput(BaseModel):
 class Author(BaseModel):
     id: str | None
     name: str
+    given_by: str | None = Field(default=None, description="import or connector when a source stated the name")
 
 
 class HistoryEntry(BaseModel):
@@ -101,6 +102,7 @@ class Redaction(BaseModel):
     redacted_at: str | None
     redacted_by: str | None
     reason: str
+    held_until: str | None = Field(default=None, description="Until when an admin can restore it; null once final")
 
 
 class MemoryDetail(BaseModel):

@@ -515,6 +515,13 @@ def _supersede(principal: Principal, memory_id: str, arguments: dict[str, Any]) 
     data = schemas.ChangeOutput(
         id=str(memory.pk), status=memory.status, replaces=_memory_id(memory_id), url=memory_url(memory.pk)
     )
+    if result.proposal is not None:
+        text = (
+            f'Proposed "{memory.title}" as a revision of {data.replaces}: you do not have the authority to supersede its '
+            "author's memory, so the earlier version stays current until someone with that authority accepts it "
+            f"(conflict {result.proposal.pk}).\n{data.url}"
+        )
+        return Answer(data, text, "memory", str(memory.pk))
     text = f'"{memory.title}" now replaces the earlier version ({data.replaces}); recall finds the new one.\n{data.url}'
     return Answer(data, text, "memory", str(memory.pk))
 
@@ -532,8 +539,8 @@ async def supersede(
     return await _call("supersede", lambda principal: _supersede(principal, id, arguments))
 
 
-def _redact(principal: Principal, memory_id: str, reason: str) -> Answer:
-    memory = services.memory_redact(principal=principal, memory_id=_memory_id(memory_id), reason=reason)
+def _redact(principal: Principal, memory_id: str, reason: str, urgent: bool) -> Answer:
+    memory = services.memory_redact(principal=principal, memory_id=_memory_id(memory_id), reason=reason, urgent=urgent)
     data = schemas.ChangeOutput(id=str(memory.pk), status=memory.status, url=memory_url(memory.pk))
     return Answer(
         data,
@@ -546,10 +553,13 @@ def _redact(principal: Principal, memory_id: str, reason: str) -> Answer:
 async def redact(
     id: Annotated[str, Field(description="The id of the memory to redact.")],
     reason: Annotated[str, Field(description="Why it must go (e.g. it holds a secret or personal data).")],
+    urgent: Annotated[
+        bool, Field(description="Final at once (a leaked secret, personal data); otherwise an admin can restore it for a while.")
+    ] = False,
 ) -> Annotated[CallToolResult, schemas.ChangeOutput]:
     """Remove a memory's content from Cortex for good (it holds a secret, personal data, or is
     wrong and harmful). Irreversible; prefer supersede for knowledge that merely changed."""
-    return await _call("redact", lambda principal: _redact(principal, id, reason))
+    return await _call("redact", lambda principal: _redact(principal, id, reason, urgent))
 
 
 # -- recall_about and recall_timeline ----------------------------------------------------------------

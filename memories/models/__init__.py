@@ -10,6 +10,7 @@ from memories.models.memory import (
     SourceScopeRule,
 )
 from memories.models.oauth import OAuthGrant
+from memories.models.redactions import RedactionHold, RedactionRequest
 from memories.models.tenancy import (
     DEFAULT_CLEARANCE_LADDER,
     PUBLIC_DOCS_SLUG,
@@ -41,6 +42,8 @@ __all__ = [
     "OAuthGrant",
     "Organization",
     "RecallTerm",
+    "RedactionHold",
+    "RedactionRequest",
     "Relation",
     "Scope",
     "ScopeGrant",

@@ -24,6 +24,8 @@ class Conflict(models.Model):
         CONTRADICTION = "contradiction"
         DUPLICATE = "duplicate"
         STALE = "stale"
+        # A proposed revision: new_memory (status proposed) would supersede existing_memory once accepted.
+        REVISION = "revision"
 
     class Status(models.TextChoices):
         OPEN = "open"

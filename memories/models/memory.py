@@ -30,6 +30,9 @@ class Memory(models.Model):
         ACTIVE = "active"
         SUPERSEDED = "superseded"
         REDACTED = "redacted"
+        # A new version by someone without authority over the original: it waits in the conflict
+        # queue (a "revision" conflict) and is read only by its proposer and those who may accept it.
+        PROPOSED = "proposed"
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="memories")
@@ -45,6 +48,8 @@ class Memory(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="authored_memories"
     )
     author_name = models.CharField(max_length=200, blank=True, default="")
+    # Who stated author_name when it is not the writer: "import" (operator CLI) or "connector".
+    author_given_by = models.CharField(max_length=16, blank=True, default="")
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
     clearance_rank = models.PositiveSmallIntegerField(default=0)

@@ -15,18 +15,23 @@ from django.utils import timezone
 
 from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Operator, Principal, parse_id
-from memories.models import Membership, Memory, Organization
+from memories.models import Membership, Memory, Organization, RedactionHold
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
 
-def readable_base(principal: Principal | Operator) -> QuerySet[Memory]:
-    """Organization, readable scopes and clearance — the part of the read rule every view shares."""
-    return Memory.objects.filter(
+def readable_base(principal: Principal | Operator, *, proposals: bool = False) -> QuerySet[Memory]:
+    """Organization, readable scopes and clearance — the part of the read rule every view shares.
+
+    Proposed revisions are left out (they are read one by one, by their proposer and deciders,
+    through `memory_for_history` with `proposals=True`; lists, exports and counts never hold them).
+    """
+    memories = Memory.objects.filter(
         organization_id=principal.organization_id,
         scope_id__in=principal.readable_scope_ids,
         clearance_rank__lte=principal.clearance_rank,
     )
+    return memories if proposals else memories.exclude(status=Memory.Status.PROPOSED)
 
 
 def current_q(as_of: datetime | None = None) -> Q:
@@ -86,7 +91,7 @@ def memory_for_history(principal: Principal, memory_id: Any, *, for_update: bool
     parsed = parse_id(memory_id)
     if parsed is None:
         raise NotFound("Memory not found.")
-    memories = readable_base(principal).select_related("scope", "author", "redacted_by")
+    memories = readable_base(principal, proposals=True).select_related("scope", "author", "redacted_by")
     if for_update:
         memories = memories.select_for_update(of=("self",))
     memory = memories.filter(pk=parsed).first()
@@ -157,3 +162,10 @@ def organization_holding(principal: Principal, memory_id: Any) -> Organization |
             continue
         return membership.organization
     return None
+def redaction_held_until(memory: Memory) -> datetime | None:
+    """Until when a redacted memory can still be restored (its hold), or None when the redaction is final."""
+    return (
+        RedactionHold.objects.filter(memory_id=memory.pk, held_until__gt=timezone.now())
+        .values_list("held_until", flat=True)
+        .first()
+    )

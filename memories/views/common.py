@@ -74,9 +74,19 @@ def may_redact(principal: Principal, memory: Memory) -> bool:
     return memory.status != Memory.Status.REDACTED and principal.can_redact(memory)
 
 
+def may_request_redaction(principal: Principal, memory: Memory) -> bool:
+    """Whether to offer Request redaction: a reader who may not redact it (redaction_request_create's rule)."""
+    return memory.status != Memory.Status.REDACTED and principal.can_request_redaction(memory)
+
+
 def may_supersede(principal: Principal, memory: Memory) -> bool:
     """Whether to offer Edit: the Principal's rule (which memory_supersede enforces) on the active version."""
     return memory.status == Memory.Status.ACTIVE and principal.can_supersede(memory)
+
+
+def may_propose_revision(principal: Principal, memory: Memory) -> bool:
+    """Whether to offer Propose a revision: a writer without authority over the active version's author."""
+    return memory.status == Memory.Status.ACTIVE and principal.can_propose_revision(memory)
 
 
 def memory_rows(

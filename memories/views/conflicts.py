@@ -7,6 +7,7 @@ import re
 
 from django import forms
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.utils.html import escape
@@ -126,7 +127,9 @@ def conflict_resolve_view(request: HttpRequest, principal: Principal, conflict_i
             resolution=form.cleaned_data["resolution"],
             note=form.cleaned_data["note"],
         )
-    except (PermissionDenied, StateConflict, ValidationFailed) as exc:
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None  # the page never offered it: authority says no
+    except (StateConflict, ValidationFailed) as exc:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"{RESOLUTION_LABELS[form.cleaned_data['resolution']]}. The decision is in the audit log.")
@@ -139,7 +142,9 @@ def conflict_reopen_view(request: HttpRequest, principal: Principal, conflict_id
     conflict = conflict_for(principal, conflict_id)
     try:
         services.conflict_reopen(principal=principal, conflict_id=conflict.pk, note=request.POST.get("note", ""))
-    except (PermissionDenied, StateConflict) as exc:
+    except PermissionDenied as exc:
+        raise DjangoPermissionDenied(exc.message) from None
+    except StateConflict as exc:
         messages.error(request, exc.message)
     else:
         messages.success(

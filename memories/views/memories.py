@@ -21,15 +21,31 @@ from django_htmx.middleware import HtmxDetails
 from audit.selectors import can_see_readers, memory_readers
 from cortex_site.errors import CortexError, ServiceUnavailable
 from memories.access import Principal, clearance_names
-from memories.forms import COMMON_CATEGORIES, DetailsForm, NoteForm, RedactForm, SupersedeForm, UploadOptionsForm, attach_error
+from memories.forms import (
+    COMMON_CATEGORIES,
+    DetailsForm,
+    NoteForm,
+    RedactForm,
+    RedactionRequestForm,
+    SupersedeForm,
+    UploadOptionsForm,
+    attach_error,
+)
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import organization_holding, supersession_chain
-from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_supersede
+from memories.selectors.memories import organization_holding, redaction_held_until, supersession_chain
+from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_restore, memory_supersede
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
 from memories.views import browse, uploads
-from memories.views.common import may_redact, may_supersede, memory_or_404, principal_view
+from memories.views.common import (
+    may_propose_revision,
+    may_redact,
+    may_request_redaction,
+    may_supersede,
+    memory_or_404,
+    principal_view,
+)
 
 RETRY_MESSAGE = (
     "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
@@ -85,8 +101,12 @@ def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) ->
         "chain": supersession_chain(principal, memory),
         "conflicts": conflicts,
         "can_supersede": may_supersede(principal, memory),
+        "can_propose": may_propose_revision(principal, memory),
         "can_redact": may_redact(principal, memory),
         "redact_form": RedactForm(auto_id="redact_%s"),
+        "can_request_redaction": may_request_redaction(principal, memory),
+        "restorable_until": redaction_held_until(memory) if principal.is_admin and memory.status == "redacted" else None,
+        "request_redaction_form": RedactionRequestForm(auto_id="request_redaction_%s"),
         "permalink": request.build_absolute_uri(f"/memories/{memory.pk}/"),
         # "Who read this": its author and the organization's admins only.
         "readers": memory_readers(principal, memory, limit=20) if can_see_readers(principal, memory) else None,
@@ -176,8 +196,9 @@ def markdown_preview(request: HttpRequest, principal: Principal) -> HttpResponse
 def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
     """Supersede: save an edited copy as the new active version; the old one stays in the chain."""
     memory = memory_or_404(principal, memory_id)
-    if not may_supersede(principal, memory):
-        if memory.status != "active" and principal.can_supersede(memory):
+    propose = may_propose_revision(principal, memory)
+    if not may_supersede(principal, memory) and not propose:
+        if memory.status != "active" and principal.can_write_memory(memory):
             messages.error(request, f"This memory is {memory.status}; only the active version can be edited.")
             return redirect(f"/memories/{memory.pk}/")
         raise DjangoPermissionDenied("You cannot change this memory.")
@@ -195,9 +216,15 @@ def memory_edit(request: HttpRequest, principal: Principal, memory_id: str) -> H
             except CortexError as exc:
                 attach_error(form, exc)
             else:
+                if result.proposal is not None:
+                    messages.success(
+                        request, "Proposed as a revision. The current version stays until someone with the authority accepts it."
+                    )
+                    return redirect(f"/conflicts/{result.proposal.pk}/")
                 messages.success(request, "Saved as a new version. The previous one is kept in the history.")
                 return redirect(f"/memories/{result.memory.pk}/")
-    return render(request, "memories/edit.html", {"memory": memory, "form": form, "categories": COMMON_CATEGORIES}, status=status)
+    context = {"memory": memory, "form": form, "categories": COMMON_CATEGORIES, "propose": propose}
+    return render(request, "memories/edit.html", context, status=status)
 
 
 @principal_view
@@ -240,10 +267,31 @@ def memory_redact_view(request: HttpRequest, principal: Principal, memory_id: st
         status = 400
         if form.is_valid():
             try:
-                memory_redact(principal=principal, memory_id=memory.pk, reason=form.cleaned_data["reason"])
+                memory_redact(
+                    principal=principal,
+                    memory_id=memory.pk,
+                    reason=form.cleaned_data["reason"],
+                    urgent=form.cleaned_data["urgent"],
+                )
             except CortexError as exc:
                 attach_error(form, exc)
             else:
                 messages.success(request, "Redacted. The content is gone from search; who, when and why are kept.")
                 return redirect(f"/memories/{memory.pk}/")
     return render(request, "memories/redact.html", {"memory": memory, "form": form}, status=status)
+
+
+@principal_view
+@require_POST
+def memory_restore_view(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
+    """Restore a held redaction (admins)."""
+    memory = memory_or_404(principal, memory_id)
+    if not principal.is_admin:
+        raise DjangoPermissionDenied("Only organization admins can restore a redacted memory.")
+    try:
+        memory_restore(principal=principal, memory_id=memory.pk)
+    except CortexError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Restored: the memory is back, as it was before the redaction.")
+    return redirect(f"/memories/{memory.pk}/")

@@ -3,7 +3,7 @@
 from django.urls import include, path
 
 from audit import views as audit_views
-from memories.views import activity, ask, briefs, conflicts, entities, home, memories, settings_pages
+from memories.views import activity, ask, briefs, conflicts, entities, home, memories, redactions, settings_pages
 
 urlpatterns = [
     path("", home.home, name="home"),
@@ -16,6 +16,14 @@ urlpatterns = [
     path("memories/<uuid:memory_id>/edit/", memories.memory_edit, name="memory-edit"),
     path("memories/<uuid:memory_id>/details/", memories.memory_details, name="memory-details"),
     path("memories/<uuid:memory_id>/redact/", memories.memory_redact_view, name="memory-redact"),
+    path("memories/<uuid:memory_id>/restore/", memories.memory_restore_view, name="memory-restore"),
+    path(
+        "memories/<uuid:memory_id>/request-redaction/",
+        redactions.memory_request_redaction,
+        name="memory-request-redaction",
+    ),
+    path("redaction-requests/", redactions.redaction_queue, name="redaction-requests"),
+    path("redaction-requests/<uuid:request_id>/decide/", redactions.redaction_decide, name="redaction-request-decide"),
     path("briefs/new/", briefs.brief_new, name="brief-new"),
     path("briefs/extract/", briefs.brief_extract, name="brief-extract"),
     path("briefs/jobs/<uuid:job_id>/", briefs.brief_job, name="brief-job"),

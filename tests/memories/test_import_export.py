@@ -14,7 +14,7 @@ from django.core.management import CommandError, call_command
 from document_files import make_docx, make_pdf
 
 from audit.models import AuditEvent
-from memories.access import Principal
+from memories.access import CliPrincipal, Principal
 from memories.models import Membership, Memory, Organization
 from memories.services.memories import MemoryDraft, memory_create, memory_supersede
 
@@ -357,7 +357,8 @@ def test_non_active_lines_of_a_history_export_are_skipped(org: Organization, wri
 
 # -- export ----------------------------------------------------------------------------------------
 def _store(membership: Membership, **fields: Any) -> Memory:
-    principal = Principal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
+    # An earlier import (it may state an author_name and the source's own times).
+    principal = CliPrincipal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
     return memory_create(principal=principal, draft=MemoryDraft(**fields)).memory
 
 

@@ -107,12 +107,13 @@ def test_finished_jobs_and_the_transcripts_sent_to_them_are_deleted_after_the_re
     assert purge_finished_jobs.apply().get() == 0  # running it again changes nothing
 
 
-def test_beat_runs_the_job_clean_up_hourly() -> None:
+def test_beat_runs_the_job_clean_up_and_the_redaction_holds_hourly() -> None:
     from cortex_site.celery import app
 
     schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
     assert schedule["memories.purge_finished_jobs"] == 3600.0  # (other apps add their own entries)
-    assert "memories.purge_finished_jobs" in app.tasks
+    assert schedule["memories.finalise_redaction_holds"] == 3600.0
+    assert "memories.purge_finished_jobs" in app.tasks and "memories.finalise_redaction_holds" in app.tasks
 
 
 def test_the_purge_deletes_in_bounded_batches_and_enqueues_the_next_batch(

@@ -116,11 +116,14 @@ def test_who_may_redact(acme: dict[str, Any], api: Any, outsider: Any) -> None:
     # Written by the manager in engineering; the contractor reads engineering but cannot write it.
     memory = _remember(api(acme["manager"]), content="Sprint goal: ship the dock API.", scope="engineering")
     assert_envelope(
-        api(acme["contractor"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACT_NOT_ALLOWED"
+        api(acme["contractor"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACTION_NOT_ALLOWED"
     )
     assert_envelope(api(outsider).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 404, "NOT_FOUND")
-    # A writer of the scope who is not the author may.
-    assert api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "obsolete"}).status_code == 200
+    # A writer of the scope who is not the author may not either (they may request it); the author may.
+    assert_envelope(
+        api(acme["employee"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "x"}), 403, "REDACTION_NOT_ALLOWED"
+    )
+    assert api(acme["manager"]).post(f"/api/memories/{memory['id']}/redact", {"reason": "obsolete"}).status_code == 200
 
 
 @pytest.mark.django_db

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from memories.access import Principal
+from memories.access import CliPrincipal
 from memories.models import Membership, Scope
 from memories.selectors.recall import RecallQuery, recall
 from memories.services import tenancy
@@ -46,7 +46,7 @@ def test_recall_at_5_on_the_dev_set_slice_stays_above_the_floor(use_embedder: An
     member = tenancy.member_add(organization=org, email="reader@quality.test", clearance="Executive")
     for slug in sorted({m["scope"] for m in memories} - {"public-docs"}):
         tenancy.grant_set(membership=member, scope=tenancy.scope_create(organization=org, slug=slug), can_write=True)
-    principal = Principal(Membership.objects.get(pk=member.pk))
+    principal = CliPrincipal(Membership.objects.get(pk=member.pk))  # the set is imported: it states its authors
     assert Scope.objects.filter(organization=org).count() > 5
     now = timezone.now()
     ids = {}

@@ -54,8 +54,11 @@ def test_the_queue_lists_open_conflicts_and_the_detail_shows_both_sides_with_dif
     assert f"/conflicts/{queued.pk}/" in page and "Contradiction" in page and "Policy: manual" in page
     detail = client.get(f"/conflicts/{queued.pk}/").content.decode()
     assert '<del class="diff-del">100</del>' in detail and '<ins class="diff-ins">250</ins>' in detail
-    assert "Keep new" in detail and "Keep existing" in detail and "Keep both" in detail and "Dismiss" in detail
     assert queued.explanation.split(":")[0] in detail
+    # The Employee cannot decide against the Manager's memory, so Decide is not offered; the Manager may.
+    assert "Keep new" not in detail and "decide-not-allowed" in detail
+    decider = signed_in(acme["manager"]).get(f"/conflicts/{queued.pk}/").content.decode()
+    assert "Keep new" in decider and "Keep existing" in decider and "Keep both" in decider and "Dismiss" in decider
 
 
 def test_resolving_in_the_browser_supersedes_keeps_dissent_and_is_audited(acme: dict[str, Any], queued: Conflict) -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from django.test import Client
-from support import principal, remember, signed_in
+from support import imported, principal, remember, signed_in
 
 from audit.models import AuditEvent
 from memories.models import Membership, Memory
@@ -111,7 +111,7 @@ def test_filters_narrow_the_list(acme: dict[str, Any], policy: Memory) -> None:
         source="Slack",
         tags=["deploys"],
     )
-    remember(
+    imported(
         acme["manager"],
         "Discounts above 20% need VP sign-off.",
         title="Discount rule",

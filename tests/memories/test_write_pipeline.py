@@ -61,7 +61,7 @@ def test_remember_returns_the_memory_shape_with_resolution(acme: dict[str, Any],
     assert body["clearance_min"] == "Employee"
     assert body["valid_from"] == "2025-01-15T10:30:00Z"
     assert body["source"] == "API"
-    assert body["author"] == {"id": str(acme["manager"].user.pk), "name": acme["manager"].user.display_name}
+    assert body["author"] == {"id": str(acme["manager"].user.pk), "name": acme["manager"].user.display_name, "given_by": None}
     assert body["status"] == "active"
     memory = Memory.objects.get(pk=body["id"])
     chunk = MemoryChunk.objects.get(memory=memory)

@@ -21,14 +21,15 @@ from memories.services.memories import MemoryDraft, memory_create, memory_delete
 pytestmark = pytest.mark.django_db
 
 
-def test_a_writer_of_the_scope_may_supersede_and_redact_a_reader_only_may_not(acme: dict[str, Any]) -> None:
+def test_a_writer_of_the_scope_may_supersede_but_only_the_author_or_an_admin_redacts(acme: dict[str, Any]) -> None:
     memory = remember(acme["employee"], "Deploys need two approvals.", scope="engineering")
     writer, reader = principal(acme["manager"]), principal(acme["contractor"])  # contractor: read-only grant
-    assert writer.can_supersede(memory) and writer.can_redact(memory)
-    assert not reader.can_supersede(memory) and not reader.can_redact(memory)
-    with pytest.raises(PermissionDenied) as refused:
-        memory_redact(principal=reader, memory_id=memory.pk, reason="wrong")
-    assert refused.value.error_code == "REDACT_NOT_ALLOWED"
+    assert writer.can_supersede(memory) and not writer.can_redact(memory) and writer.can_request_redaction(memory)
+    assert not reader.can_supersede(memory) and not reader.can_redact(memory) and reader.can_request_redaction(memory)
+    for refused_principal in (writer, reader):
+        with pytest.raises(PermissionDenied) as refused:
+            memory_redact(principal=refused_principal, memory_id=memory.pk, reason="wrong")
+        assert refused.value.error_code == "REDACTION_NOT_ALLOWED"
     assert Memory.objects.get(pk=memory.pk).status == "active"
 
 
@@ -63,7 +64,9 @@ def test_require_admin_refuses_members_and_admins_pass(acme: dict[str, Any]) -> 
     assert not Memory.objects.filter(pk=memory.pk).exists()
 
 
-def test_deciding_a_conflict_needs_both_memories_and_a_token_that_may_write(acme: dict[str, Any], make_token: Any) -> None:
+def test_deciding_a_conflict_needs_both_memories_authority_over_both_authors_and_a_token_that_may_write(
+    acme: dict[str, Any], make_token: Any
+) -> None:
     existing = remember(acme["manager"], "Refunds take 14 days.", scope="sales")
     new = remember(acme["employee"], "Refunds take 30 days.", scope="engineering")
     conflict = Conflict.objects.create(

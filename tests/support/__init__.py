@@ -6,7 +6,7 @@ from typing import Any
 
 from django.test import Client
 
-from memories.access import Principal
+from memories.access import CliPrincipal, Principal
 from memories.models import Membership, Memory
 from memories.services.memories import MemoryDraft, memory_create
 
@@ -26,6 +26,12 @@ def signed_in(membership: Membership) -> Client:
 def remember(membership: Membership, content: str, **fields: Any) -> Memory:
     """Store a memory as the member through the write pipeline."""
     return memory_create(principal=principal(membership), draft=MemoryDraft(content=content, **fields)).memory
+
+
+def imported(membership: Membership, content: str, **fields: Any) -> Memory:
+    """Store a memory as an import by the member through the operator CLI (which may state an author_name)."""
+    acting = CliPrincipal(Membership.objects.select_related("organization", "user").get(pk=membership.pk))
+    return memory_create(principal=acting, draft=MemoryDraft(content=content, **fields)).memory
 
 
 def assert_envelope(response: Any, status: int, error_code: str | None = None) -> dict[str, Any]:

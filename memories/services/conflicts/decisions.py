@@ -17,7 +17,7 @@ from memories.access import Principal
 from memories.models import Conflict, Memory
 from memories.selectors.conflicts import conflict_for
 from memories.services.conflicts.policy import dissent_of
-from memories.services.memories import memory_reinstate, memory_supersede_with_existing
+from memories.services.memories import memory_activate_proposal, memory_reinstate, memory_supersede_with_existing
 
 RESOLUTIONS = {r.value for r in Conflict.Resolution}
 
@@ -55,7 +55,11 @@ def conflict_resolve(*, principal: Principal, conflict_id: Any, resolution: str,
         before = {"status": conflict.status, "resolution": conflict.resolution}
         actor = principal.actor
         for action, memory, other in changes:
-            if action == "reinstate":
+            if action == "activate":
+                memory_activate_proposal(
+                    memory_id=memory.pk, actor=actor, reason=f"conflict:{resolution}", details={"conflict": str(conflict.pk)}
+                )
+            elif action == "reinstate":
                 memory_reinstate(
                     memory_id=memory.pk,
                     superseded_by_id=other.pk,
@@ -105,13 +109,15 @@ def _changes_for(new: Memory, existing: Memory, keep: tuple[Memory, Memory] | No
         if memory.pk in wanted_active and memory.status != Memory.Status.ACTIVE:
             if memory.status == Memory.Status.SUPERSEDED and memory.superseded_by_id == other.pk:
                 steps.append(("reinstate", memory, other))
+            elif memory.status == Memory.Status.PROPOSED:
+                steps.append(("activate", memory, other))  # an accepted revision
             else:
                 raise StateConflict(
                     f"“{memory.title}” is {memory.status} for another reason; it cannot be kept from here.",
                     error_code="MEMORY_NOT_ACTIVE",
                 )
     if keep is not None and keep[1].status == Memory.Status.ACTIVE:
-        # A loser that is already superseded or redacted stays as it is.
+        # A loser that is already superseded or redacted stays as it is; a declined proposal stays proposed.
         steps.append(("supersede", keep[1], keep[0]))
     return steps
 
@@ -146,8 +152,13 @@ def conflict_reopen(*, principal: Principal, conflict_id: Any, note: str = "") -
 
 
 def _require_decide(principal: Principal, conflict: Conflict) -> None:
-    if not principal.can_decide(conflict):  # conflict_for found it, so only the token can forbid it
+    if principal.read_only:
         raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    if not principal.can_decide(conflict):  # conflict_for found it: only authority can forbid it now
+        raise PermissionDenied(
+            "Only an admin, or a member whose clearance is at least that of both memories' authors, can decide this conflict.",
+            error_code="CONFLICT_DECISION_NOT_ALLOWED",
+        )
 
 
 def conflicts_scrub_memory(memory_id: Any) -> None:

@@ -13,7 +13,7 @@ from django.utils import timezone
 from audit.services import Actor, record
 from cortex_site.errors import Conflict as StateConflict
 from cortex_site.errors import PermissionDenied, ValidationFailed
-from memories.access import Operator, Principal, clearance_names
+from memories.access import Operator, Principal, clearance_names, could_supersede
 from memories.analysis.conflicts import Verdict
 from memories.models import Conflict, Membership, Memory, Organization, Scope
 from memories.services.memories import memory_supersede_with_existing
@@ -56,7 +56,7 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
     new, existing = conflict.new_memory, conflict.existing_memory
     if conflict.kind == Conflict.Kind.DUPLICATE:
         for winner, loser in ((existing, new), (new, existing)):
-            if _reaches_as_far(winner, loser):
+            if _reaches_as_far(winner, loser) and could_supersede(winner, loser):
                 return PolicyDecision(
                     winner,
                     loser,
@@ -64,7 +64,10 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
                     f"Same information: kept the {'existing' if winner is existing else 'new'} memory.",
                 )
         return PolicyDecision(
-            None, None, Conflict.Policy.DUPLICATE, "Left for a person: the duplicates are read by different people."
+            None,
+            None,
+            Conflict.Policy.DUPLICATE,
+            "Left for a person: the duplicates are read by different people, or neither author may supersede the other's.",
         )
     if conflict.kind == Conflict.Kind.STALE:
         winner, loser = (new, existing) if outdated != "new" else (existing, new)
@@ -103,6 +106,14 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
                 f"Recency: equal authority, so the newer statement ({winner.valid_from:%Y-%m-%d}) stands.",
             )
     assert decision.winner is not None and decision.loser is not None
+    if not could_supersede(decision.winner, decision.loser):
+        return PolicyDecision(
+            None,
+            None,
+            decision.policy,
+            "Left for a person: the author of the memory that would win could not have superseded the other by hand "
+            "(their authority is below its author's).",
+        )
     if not _reaches_as_far(decision.winner, decision.loser):
         return PolicyDecision(
             None,

@@ -6,18 +6,31 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from audit.services import Actor, lock_chain, record
 from cortex_site.errors import Conflict, PermissionDenied, ValidationFailed
 from memories.access import Principal, clearance_names, parse_id
-from memories.models import Memory, MemoryChunk
+from memories.chunking import chunk_text
+from memories.embeddings.store import embed_for_store
+from memories.models import Memory, MemoryChunk, RedactionHold, RedactionRequest
 from memories.selectors.memories import memory_for_history
-from memories.services.memories.pipeline import MemoryDraft, WriteResult, index_chunks, memory_create, retire
+from memories.services.memories.pipeline import (
+    MemoryDraft,
+    WriteResult,
+    create_chunks,
+    embedding_text,
+    index_chunks,
+    memory_create,
+    retire,
+)
 from memories.services.memories.validation import check_validity, clean_category, clearance_rank_of, derive_title, normalise_tags
+from memories.tasks import after_memory_write
 
 REDACTED_TITLE = "[redacted]"
 REDACTED_CONTENT = "[This memory was redacted.]"
@@ -90,14 +103,45 @@ def memory_reinstate(
         )
 
 
+def memory_activate_proposal(*, memory_id: Any, actor: Actor, reason: str, details: dict[str, Any] | None = None) -> None:
+    """A proposed revision becomes an active memory (the step before it supersedes the original).
+
+    Only a memory still proposed is activated (Conflict(MEMORY_NOT_PROPOSED) otherwise); its
+    post-write work (conflict detection, entities) runs on commit, as for any new memory.
+    """
+    with transaction.atomic():
+        updated = Memory.objects.filter(pk=memory_id, status=Memory.Status.PROPOSED).update(
+            status=Memory.Status.ACTIVE, updated_at=timezone.now()
+        )
+        if updated != 1:
+            raise Conflict("This revision is no longer a proposal; it cannot be accepted.", error_code="MEMORY_NOT_PROPOSED")
+        MemoryChunk.objects.filter(memory_id=memory_id).update(status=Memory.Status.ACTIVE)
+        organization_id = Memory.objects.filter(pk=memory_id).values_list("organization_id", flat=True).get()
+        record(
+            "memory.accept_revision",
+            organization=organization_id,
+            actor=actor,
+            target_type="memory",
+            target_id=memory_id,
+            details={"reason": reason, **(details or {})},
+        )
+        transaction.on_commit(lambda: after_memory_write.delay(str(memory_id)))
+
+
 def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> WriteResult:
     """A new active memory replaces an active one; both keep their audit trail and link each other.
 
     `changes` may hold any MemoryDraft field; the rest is carried over from the old memory, except
     the author (the person superseding) and valid_from (now, unless given).
+
+    A writer of the scope without authority over the memory's author (`Principal.can_supersede`)
+    gets a proposed revision instead (`WriteResult.proposal` set; the old memory stays current).
     """
     old = memory_for_history(principal, memory_id)
-    if not principal.can_supersede(old):
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    propose = principal.can_propose_revision(old)
+    if not propose and not principal.can_supersede(old):
         raise PermissionDenied(
             "You cannot change this memory: its scope is not writable for you.", error_code="MEMORY_NOT_WRITABLE"
         )
@@ -122,7 +166,7 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     draft = replace(base, **changes)
     if "content" in changes and "title" not in changes and old.title == derive_title(old.content):
         draft = replace(draft, title="")  # the title was derived from the content: derive it again
-    return memory_create(principal=principal, draft=draft, supersedes=old)
+    return memory_create(principal=principal, draft=draft, supersedes=old, propose=propose)
 
 
 def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> Memory:
@@ -174,11 +218,17 @@ def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any
     return memory
 
 
-def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memory:
+def memory_redact(*, principal: Principal, memory_id: Any, reason: str, urgent: bool = False) -> Memory:
     """Remove a memory from search for good, keeping the row for provenance.
 
     Title and content become a marker, tags are cleared, chunks and vectors are deleted; who,
-    why and when are kept. Allowed to the author, a writer of the scope, or an admin.
+    why and when are kept. Allowed to the author, an admin, or the connector that wrote it
+    (`Principal.can_redact`); other readers may request it (`memories.services.redactions`).
+    Open redaction requests for the memory are closed as approved by this redaction.
+
+    The removed title, content and tags are held for CORTEX_REDACTION_HOLD_DAYS (a RedactionHold)
+    so an admin can restore them; `urgent` (the author or an admin: a leaked secret, personal
+    data) keeps nothing, and the redaction is final at once.
     """
     reason = (reason or "").strip()
     if not reason:
@@ -191,11 +241,30 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
         memory = memory_for_history(principal, memory_id, for_update=True)
         if not principal.can_redact(memory):
             raise PermissionDenied(
-                "Only the author, a writer of its scope, or an admin can redact this memory.", error_code="REDACT_NOT_ALLOWED"
+                "Only the memory's author, an admin, or the connector that wrote it can redact it; "
+                "you can request its redaction instead.",
+                error_code="REDACTION_NOT_ALLOWED",
             )
         if memory.status == Memory.Status.REDACTED:
             raise Conflict("This memory is already redacted.", error_code="ALREADY_REDACTED")
+        if urgent and not (principal.is_author_of(memory) or principal.is_admin):
+            raise PermissionDenied(
+                "Only the memory's author or an admin can make a redaction final at once (urgent).",
+                error_code="URGENT_REDACTION_NOT_ALLOWED",
+            )
         now = timezone.now()
+        held_until = None
+        if not urgent and settings.CORTEX_REDACTION_HOLD_DAYS > 0:
+            held_until = now + timedelta(days=settings.CORTEX_REDACTION_HOLD_DAYS)
+            RedactionHold.objects.create(
+                memory=memory,
+                organization_id=memory.organization_id,
+                title=memory.title,
+                content=memory.content,
+                tags=list(memory.tags),
+                previous_status=memory.status,
+                held_until=held_until,
+            )
         deleted_chunks, _ = MemoryChunk.objects.filter(memory_id=memory.pk).delete()
         _forget_derived(memory.pk)
         Memory.objects.filter(pk=memory.pk).update(
@@ -208,16 +277,100 @@ def memory_redact(*, principal: Principal, memory_id: Any, reason: str) -> Memor
             redaction_reason=reason,
             updated_at=now,
         )
+        closed = RedactionRequest.objects.filter(memory_id=memory.pk, status=RedactionRequest.Status.OPEN).update(
+            status=RedactionRequest.Status.APPROVED, decided_by=principal.user, decided_at=now
+        )
         record(
             "memory.redact",
             organization=principal.organization_id,
             actor=principal.actor,
             target_type="memory",
             target_id=memory.pk,
-            details={"reason": reason, "previous_status": memory.status, "chunks_deleted": deleted_chunks},
+            details={
+                "reason": reason,
+                "previous_status": memory.status,
+                "chunks_deleted": deleted_chunks,
+                "requests_closed": closed,
+                "urgent": urgent,
+                "held_until": held_until.isoformat() if held_until else None,
+            },
         )
     memory.refresh_from_db()
     return memory
+
+
+def memory_restore(*, principal: Principal, memory_id: Any) -> Memory:
+    """Undo a held redaction (admins, while the hold lasts): the words come back from the hold, the
+    chunks are embedded again, and the memory returns to the status it had. Raises
+    Conflict(REDACTION_FINAL) when nothing is held (urgent, or the hold expired)."""
+    if principal.read_only:
+        raise PermissionDenied("This token is read-only.", error_code="TOKEN_READ_ONLY")
+    memory = memory_for_history(principal, memory_id)
+    principal.require_admin("Only organization admins can restore a redacted memory.")
+    hold = RedactionHold.objects.filter(memory_id=memory.pk, held_until__gt=timezone.now()).first()
+    if memory.status != Memory.Status.REDACTED or hold is None:
+        raise Conflict("This redaction is final: nothing is held to restore.", error_code="REDACTION_FINAL")
+    chunks = chunk_text(hold.content)
+    # Embedded before the transaction, like a write: a provider failure restores nothing.
+    vectors = embed_for_store([embedding_text(hold.title, c.text) for c in chunks], for_write=True)
+    with transaction.atomic():
+        memory = memory_for_history(principal, memory_id, for_update=True)
+        held = RedactionHold.objects.select_for_update().filter(memory_id=memory.pk, held_until__gt=timezone.now()).first()
+        if memory.status != Memory.Status.REDACTED or held is None:
+            raise Conflict("This redaction is final: nothing is held to restore.", error_code="REDACTION_FINAL")
+        redaction = {"reason": memory.redaction_reason, "redacted_by": memory.redacted_by_id}
+        Memory.objects.filter(pk=memory.pk).update(
+            status=held.previous_status,
+            title=held.title,
+            content=held.content,
+            tags=held.tags,
+            redacted_at=None,
+            redacted_by=None,
+            redaction_reason="",
+            updated_at=timezone.now(),
+        )
+        held.delete()
+        memory.refresh_from_db()
+        create_chunks(memory, chunks, vectors)
+        record(
+            "memory.restore",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="memory",
+            target_id=memory.pk,
+            details={"status": memory.status, "redaction": redaction, "chunks": len(chunks)},
+        )
+        if memory.status == Memory.Status.ACTIVE:
+            transaction.on_commit(lambda: after_memory_write.delay(str(memory.pk)))
+    return memory
+
+
+HOLD_BATCH = 200
+
+
+def redaction_holds_finalise(*, batch_size: int = HOLD_BATCH) -> tuple[int, bool]:
+    """Make one bounded batch of expired redaction holds final (their words deleted); returns
+    (finalised, more remain). Idempotent: a hold is deleted once, whoever gets there first."""
+    now = timezone.now()
+    with transaction.atomic():
+        expired = list(
+            RedactionHold.objects.select_for_update(skip_locked=True)
+            .filter(held_until__lte=now)
+            .order_by("held_until")
+            .values_list("memory_id", "organization_id")[: batch_size + 1]
+        )
+        batch, more = expired[:batch_size], len(expired) > batch_size
+        RedactionHold.objects.filter(memory_id__in=[memory_id for memory_id, _ in batch]).delete()
+        for memory_id, organization_id in batch:
+            record(
+                "memory.redaction_final",
+                organization=organization_id,
+                actor=Actor.system("redaction hold"),
+                target_type="memory",
+                target_id=memory_id,
+                details={"hold_expired": True},
+            )
+    return len(batch), more
 
 
 RedactionHook = Callable[[Any], None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -21,9 +21,11 @@ from cortex_site.errors import Conflict, CortexError, PermissionDenied, Validati
 from memories.access import Principal
 from memories.chunking import Chunk, chunk_text
 from memories.embeddings.store import embed_for_store
+from memories.models import Conflict as ConflictRecord
 from memories.models import Memory, MemoryChunk, Scope
 from memories.services.memories.scopes import resolve_scope
 from memories.services.memories.validation import (
+    check_provenance,
     check_text,
     check_validity,
     clean_category,
@@ -62,6 +64,8 @@ class WriteResult:
     scope_resolution: str
     deduplicated: bool = False
     warnings: list[str] = field(default_factory=list)
+    # Set when the write is a proposed revision waiting in the conflict queue (the memory is "proposed").
+    proposal: ConflictRecord | None = None
 
 
 def _readable_duplicate(principal: Principal, scope: Scope, digest: str, exclude: Memory | None) -> Memory | None:
@@ -140,16 +144,29 @@ class _PreparedWrite:
     digest: str
     supersedes: Memory | None
     chunks: list[Chunk]
+    author_given_by: str = ""
+    propose: bool = False
 
     def embedding_texts(self) -> list[str]:
         return [embedding_text(self.title, c.text) for c in self.chunks]
 
 
-def memory_create(*, principal: Principal, draft: MemoryDraft, supersedes: Memory | None = None) -> WriteResult:
-    """Store a memory through the whole pipeline; see the module docstring for the order of checks."""
+def memory_create(
+    *, principal: Principal, draft: MemoryDraft, supersedes: Memory | None = None, propose: bool = False
+) -> WriteResult:
+    """Store a memory through the whole pipeline; see the module docstring for the order of checks.
+
+    With `propose` (and `supersedes`), the new version is stored as a proposed revision: status
+    proposed (out of lists and recall), linked back to `supersedes` without retiring it, and a
+    "revision" conflict in the manual queue — it becomes current only when a decider accepts it.
+    """
+    if propose and supersedes is None:
+        raise ValueError("a proposed revision names the memory it would supersede")
     prepared = _prepare(principal, draft, supersedes)
     if isinstance(prepared, WriteResult):
         return prepared
+    if propose:
+        prepared = replace(prepared, propose=True)
     vectors = embed_for_store(prepared.embedding_texts(), for_write=True)
     return _store(prepared, vectors)
 
@@ -213,6 +230,9 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
     category = clean_category(draft.category)
     tags = normalise_tags(draft.tags)
     source_url = clean_source_url(draft.source_url)
+    author_name, author_given_by = check_provenance(principal, draft)
+    if author_name != draft.author_name:
+        draft = replace(draft, author_name=author_name)
     valid_from = draft.valid_from or timezone.now()
     check_validity(valid_from, draft.valid_until)
     scope, resolution = resolve_scope(principal, draft.scope, source)
@@ -263,6 +283,7 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
         digest=digest,
         supersedes=supersedes,
         chunks=chunk_text(content),
+        author_given_by=author_given_by,
     )
 
 
@@ -277,8 +298,11 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
             if duplicate is not None:
                 return WriteResult(duplicate, p.resolution, deduplicated=True)
             external_id = draft.external_id or (supersedes.external_id if supersedes is not None else "")
-            if supersedes is not None:
+            if p.propose:
+                external_id = ""  # the original keeps its source item until the revision is accepted
+            elif supersedes is not None:
                 retire(supersedes)
+            status = Memory.Status.PROPOSED if p.propose else Memory.Status.ACTIVE
             memory = Memory.objects.create(
                 organization_id=principal.organization_id,
                 scope=scope,
@@ -289,6 +313,7 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
                 source_url=p.source_url,
                 author=None if draft.author_name else user,
                 author_name=draft.author_name.strip()[:200],
+                author_given_by=p.author_given_by,
                 created_by=user,
                 tags=p.tags,
                 clearance_rank=p.clearance_rank,
@@ -298,28 +323,12 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
                 content_hash=p.digest,
                 idempotency_key=draft.idempotency_key,
                 supersedes=supersedes,
+                status=status,
             )
-            MemoryChunk.objects.bulk_create(
-                MemoryChunk(
-                    memory=memory,
-                    index=c.index,
-                    char_start=c.start,
-                    char_end=c.end,
-                    text=c.text,
-                    embedding=vectors[i],
-                    organization_id=memory.organization_id,
-                    scope=scope,
-                    clearance_rank=p.clearance_rank,
-                    status=memory.status,
-                    valid_from=p.valid_from,
-                    valid_until=memory.valid_until,
-                    category=p.category,
-                    source=p.source,
-                    tags=p.tags,
-                    search_vector=_search_vector(p.title, p.tags, c.text),
-                )
-                for i, c in enumerate(p.chunks)
-            )
+            create_chunks(memory, p.chunks, vectors)
+            if p.propose:
+                assert supersedes is not None
+                return _store_proposal(p, memory, supersedes)
             if supersedes is not None:
                 Memory.objects.filter(pk=supersedes.pk).update(superseded_by=memory)
                 supersedes.superseded_by = memory
@@ -348,6 +357,56 @@ def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
                 return _replay(principal, earlier, p.resolution)
         raise
     return WriteResult(memory, p.resolution)
+
+
+def create_chunks(memory: Memory, chunks: Sequence[Chunk], vectors: Any) -> None:
+    """A memory's chunks with their vectors and full-text vectors, carrying its filter columns."""
+    MemoryChunk.objects.bulk_create(
+        MemoryChunk(
+            memory=memory,
+            index=c.index,
+            char_start=c.start,
+            char_end=c.end,
+            text=c.text,
+            embedding=vectors[i],
+            organization_id=memory.organization_id,
+            scope_id=memory.scope_id,
+            clearance_rank=memory.clearance_rank,
+            status=memory.status,
+            valid_from=memory.valid_from,
+            valid_until=memory.valid_until,
+            category=memory.category,
+            source=memory.source,
+            tags=list(memory.tags),
+            search_vector=_search_vector(memory.title, memory.tags, c.text),
+        )
+        for i, c in enumerate(chunks)
+    )
+
+
+def _store_proposal(p: _PreparedWrite, memory: Memory, original: Memory) -> WriteResult:
+    """The proposed revision's conflict and audit event (inside _store's transaction). No post-write
+    work runs: a proposal is not compared with other memories until it is accepted."""
+    author = p.principal.user.display_name
+    proposal = ConflictRecord.objects.create(
+        organization_id=p.principal.organization_id,
+        new_memory=memory,
+        existing_memory=original,
+        kind=ConflictRecord.Kind.REVISION,
+        similarity=1.0,
+        explanation=f"{author} proposed a revision of this memory. It does not have the authority to supersede it "
+        "directly, so the revision becomes current only when someone with that authority accepts it (keep the new one).",
+        classifier="proposal",
+    )
+    record(
+        "memory.propose",
+        organization=p.principal.organization_id,
+        actor=p.principal.actor,
+        target_type="memory",
+        target_id=memory.pk,
+        details={"scope": p.scope.slug, "revises": str(original.pk), "conflict": str(proposal.pk), "chunks": len(p.chunks)},
+    )
+    return WriteResult(memory, p.resolution, proposal=proposal)
 
 
 def _replay(principal: Principal, earlier: Memory, resolution: str) -> WriteResult:

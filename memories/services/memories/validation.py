@@ -8,14 +8,15 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
+from typing import Any
 from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
 
 from cortex_site.errors import PayloadTooLarge, PermissionDenied, ValidationFailed
-from memories.access import Principal, clearance_names
+from memories.access import CliPrincipal, Principal, clearance_names
 
 MAX_TAGS = 20
 
@@ -114,6 +115,46 @@ def check_validity(valid_from: datetime, valid_until: datetime | None) -> None:
             raise ValidationFailed(f"{name} must include a timezone (e.g. 2025-01-15T10:30:00Z).", error_code="INVALID_DATE")
     if valid_until is not None and valid_until <= valid_from:
         raise ValidationFailed("valid_until must be after valid_from.", error_code="INVALID_VALIDITY_WINDOW")
+
+
+# How far ahead of this server's clock a caller's valid_from may be (clocks drift a little).
+CLOCK_SKEW = timedelta(minutes=5)
+
+
+def states_provenance(principal: Principal) -> str:
+    """Who may state where knowledge came from — an author other than the writer, a future valid_from:
+    "import" (a member through the operator CLI), "connector" (a source's own metadata), else ""."""
+    if isinstance(principal, CliPrincipal):
+        return "import"
+    if principal.connector is not None:
+        return "connector"
+    return ""
+
+
+def check_provenance(principal: Principal, draft: Any) -> tuple[str, str]:
+    """The author name to store and who gave it ("import", "connector" or "" for the writer's own).
+
+    From REST, MCP and the UI a writer is the author: another person's name is refused
+    (AUTHOR_NAME_NOT_ALLOWED) and their own name is the same as none; a valid_from more than
+    CLOCK_SKEW in the future is refused (VALID_FROM_IN_FUTURE) — it would keep recency 1.0 and
+    win recency-decided conflicts. Imports and connectors state a source's own metadata.
+    """
+    given_by = states_provenance(principal)
+    name = (draft.author_name or "").strip()
+    if name and name.lower() in {principal.user.display_name.lower(), principal.user.email.lower()}:
+        name = ""
+    if name and not given_by:
+        raise PermissionDenied(
+            "author_name can only be given by imports and connectors; a memory written here is cited as yours.",
+            error_code="AUTHOR_NAME_NOT_ALLOWED",
+        )
+    valid_from = draft.valid_from
+    if valid_from is not None and not given_by and timezone.is_aware(valid_from) and valid_from > timezone.now() + CLOCK_SKEW:
+        raise ValidationFailed(
+            "valid_from is in the future; only imports and connectors may state a time ahead of now.",
+            error_code="VALID_FROM_IN_FUTURE",
+        )
+    return name, given_by if name else ""
 
 
 def check_text(title: str, content: str) -> None:

@@ -90,7 +90,9 @@ def test_identical_content_from_a_second_source_is_a_duplicate_decided_without_a
     assert llm.calls == []
 
 
-def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any], write: Any) -> None:
+def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any], write: Any, make_member: Any) -> None:
+    # Both authors hold the same rung (a higher one's copy would win instead: see the next test).
+    peer = make_member(acme["org"], "Employee")
     first = write(
         acme["employee"],
         "The office Wi-Fi password rotates on the first Monday of each month.",
@@ -98,7 +100,7 @@ def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any],
         source="Slack",
     )
     second = write(
-        acme["manager"],
+        peer,
         "The office Wi-Fi password rotates on the first Monday of every month.",
         title="Office Wi-Fi",
         source="Gmail",
@@ -109,6 +111,18 @@ def test_a_near_identical_duplicate_keeps_the_first_record(acme: dict[str, Any],
     second.refresh_from_db()
     assert second.status == "superseded" and second.superseded_by_id == first.pk
     assert conflict.dissent is not None and conflict.dissent["source"] == "Gmail"
+
+
+def test_a_duplicate_is_never_kept_against_a_higher_authors_copy(acme: dict[str, Any], write: Any) -> None:
+    first = write(acme["employee"], "Visitors sign in at the front desk on arrival.", title="Visitors", source="Slack")
+    second = write(acme["manager"], "Visitors sign in at the front desk upon arrival.", title="Visitors", source="Gmail")
+
+    conflict = only_conflict()
+    # The Employee's earlier copy could not supersede the Manager's by hand, so the Manager's stays.
+    assert (conflict.kind, conflict.resolution) == ("duplicate", "keep_new")
+    first.refresh_from_db()
+    second.refresh_from_db()
+    assert first.status == "superseded" and second.status == "active"
 
 
 ZENDESK_PAGE = (
