@@ -186,3 +186,9 @@ class ChangeOutput(BaseModel):
     status: str
     replaces: str | None = Field(default=None, description="For supersede: the id of the version it replaced.")
     url: str
+
+
+class RedactionRequestOutput(BaseModel):
+    id: str = Field(description="The request's id.")
+    memory_id: str
+    status: str = Field(description="open until the author or an admin approves (redacts) or declines it.")

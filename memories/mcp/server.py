@@ -54,6 +54,7 @@ from memories.selectors.memories import MemoryFilters, memory_for_history, memor
 from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
 from memories.services.read_events import memory_list_audit, memory_read_audit
+from memories.services.redactions import redaction_request_create
 
 logger = logging.getLogger(__name__)
 
@@ -540,7 +541,16 @@ async def supersede(
 
 
 def _redact(principal: Principal, memory_id: str, reason: str, urgent: bool) -> Answer:
-    memory = services.memory_redact(principal=principal, memory_id=_memory_id(memory_id), reason=reason, urgent=urgent)
+    try:
+        memory = services.memory_redact(principal=principal, memory_id=_memory_id(memory_id), reason=reason, urgent=urgent)
+    except PermissionDenied as exc:
+        if exc.error_code != "REDACTION_NOT_ALLOWED":
+            raise
+        raise PermissionDenied(
+            f"{exc.message} Call request_redaction with this id and your reason: the author and the admins decide.",
+            error_code=exc.error_code,
+            details={**exc.details, "instead": "request_redaction"},
+        ) from None
     data = schemas.ChangeOutput(id=str(memory.pk), status=memory.status, url=memory_url(memory.pk))
     return Answer(
         data,
@@ -560,6 +570,24 @@ async def redact(
     """Remove a memory's content from Cortex for good (it holds a secret, personal data, or is
     wrong and harmful). Irreversible; prefer supersede for knowledge that merely changed."""
     return await _call("redact", lambda principal: _redact(principal, id, reason, urgent))
+
+
+def _request_redaction(principal: Principal, memory_id: str, reason: str) -> Answer:
+    request = redaction_request_create(principal=principal, memory_id=_memory_id(memory_id), reason=reason)
+    data = schemas.RedactionRequestOutput(id=str(request.pk), memory_id=str(request.memory_id), status=request.status)
+    text = (
+        f"Asked for memory {request.memory_id} to be redacted (request {request.pk}); its author and the admins "
+        "see it in their review queue and decide. It stays readable until then."
+    )
+    return Answer(data, text, "memory", str(request.memory_id))
+
+
+async def request_redaction(
+    id: Annotated[str, Field(description="The id of the memory that should be redacted.")],
+    reason: Annotated[str, Field(description="Why it should go (a secret, personal data, wrong and harmful).")],
+) -> Annotated[CallToolResult, schemas.RedactionRequestOutput]:
+    """Ask the memory's author and admins to redact a memory you may read but not redact yourself."""
+    return await _call("request_redaction", lambda principal: _request_redaction(principal, id, reason))
 
 
 # -- recall_about and recall_timeline ----------------------------------------------------------------
@@ -675,6 +703,18 @@ def tools() -> list[Tool]:
                 title="Supersede a memory",
                 read_only_hint=False,
                 destructive_hint=True,
+                idempotent_hint=False,
+                open_world_hint=False,
+            ),
+        ),
+        _tool(
+            request_redaction,
+            "request_redaction",
+            "Request redaction",
+            ToolAnnotations(
+                title="Request redaction",
+                read_only_hint=False,
+                destructive_hint=False,
                 idempotent_hint=False,
                 open_world_hint=False,
             ),

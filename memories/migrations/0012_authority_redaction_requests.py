@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memories', '0008_agents_token_defaults'),
+        ('memories', '0011_gov_activity'),
     ]
 
     operations = [

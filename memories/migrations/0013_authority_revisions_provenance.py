@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memories', '0009_authority_redaction_requests'),
+        ('memories', '0012_authority_redaction_requests'),
     ]
 
     operations = [

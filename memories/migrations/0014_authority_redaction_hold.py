@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('memories', '0010_authority_revisions_provenance'),
+        ('memories', '0013_authority_revisions_provenance'),
     ]
 
     operations = [

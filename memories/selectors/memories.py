@@ -162,6 +162,8 @@ def organization_holding(principal: Principal, memory_id: Any) -> Organization |
             continue
         return membership.organization
     return None
+
+
 def redaction_held_until(memory: Memory) -> datetime | None:
     """Until when a redacted memory can still be restored (its hold), or None when the redaction is final."""
     return (

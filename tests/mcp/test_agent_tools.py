@@ -194,3 +194,20 @@ def test_max_tokens_packs_full_then_previews_then_ids_within_the_budget(world: A
     assert len(roomy.structured_content["packing"]["full"]) == 6
     too_small = mcp_client.call(world.tokens["employee"], "recall", query="payment queue", max_tokens=10)
     assert too_small.is_error and too_small.structured_content["error_code"] == "INVALID_ARGUMENTS"
+
+
+def test_a_refused_redaction_offers_the_request_path_and_the_request_waits_for_the_author(world: Any, mcp_client: Any) -> None:
+    memory = world.store(world.executive, title="Vendor contact", content="Call Dana at 555-0100.", scope="engineering")
+    refused = mcp_client.call(world.tokens["employee"], "redact", id=str(memory.pk), reason="personal data")
+    assert refused.is_error and refused.structured_content["error_code"] == "REDACTION_NOT_ALLOWED"
+    assert "request_redaction" in refused.content[0].text
+    asked = mcp_client.call(world.tokens["employee"], "request_redaction", id=str(memory.pk), reason="a personal phone number")
+    assert not asked.is_error and asked.structured_content["status"] == "open"
+    memory.refresh_from_db()
+    assert memory.status == "active"  # readable until the author or an admin decides
+    again = mcp_client.call(world.tokens["employee"], "request_redaction", id=str(memory.pk), reason="still there")
+    assert again.is_error and again.structured_content["error_code"] == "REDACTION_REQUEST_OPEN"
+    outsider = mcp_client.call(world.tokens["outsider"], "request_redaction", id=str(memory.pk), reason="x")
+    assert outsider.is_error and outsider.structured_content["error_code"] == "NOT_FOUND"
+    readonly = mcp_client.call(world.tokens["employee_ro"], "request_redaction", id=str(memory.pk), reason="x")
+    assert readonly.is_error

@@ -40,6 +40,7 @@ TOOLS = {
     "list_scopes",
     "supersede",
     "redact",
+    "request_redaction",
     "recall_about",
     "recall_timeline",
 }
