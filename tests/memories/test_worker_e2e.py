@@ -178,7 +178,7 @@ def test_a_duplicate_from_a_second_source_is_folded_into_the_first(
     )
     drain(published)
     second = write(
-        acme["manager"],
+        acme["employee"],  # the same rung: between equals the first copy stays (a higher author's copy would win)
         "The office Wi-Fi password rotates on the first Monday of every month.",
         title="Office Wi-Fi",
         source="Gmail",

@@ -29,8 +29,10 @@ DESKTOP = {"width": 1280, "height": 860}
 PHONE = {"width": 390, "height": 844}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    # Per module, not per session: Playwright's sync API keeps an event loop running in this thread
+    # while it is open, and every async test that runs after it (MCP clients, OAuth) needs the thread free.
     if not os.path.exists(CHROMIUM):
         # A browser test that cannot run is a failure, never a skip: `make test` installs it first.
         pytest.fail(f"Debian's chromium is not installed at {CHROMIUM}: run `make browser` (make test does).")
