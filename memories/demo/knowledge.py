@@ -27,7 +27,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from cortex_site.errors import CortexError
-from memories.access import Principal
+from memories.access import CliPrincipal, Principal
 from memories.models import Membership, Memory, Organization
 from memories.services.briefs import BriefDraft, brief_save
 from memories.services.memories import MemoryDraft, memory_create_many, memory_supersede
@@ -188,7 +188,8 @@ def seed_knowledge(organization: Organization, *, now: datetime | None = None, d
             membership = Membership.objects.select_related("organization", "user").get(
                 organization=organization, user__email=email
             )
-            principals[email] = Principal(membership)
+            # Seeded data is an import on the demo people's behalf: authors and dates are the sources' own.
+            principals[email] = CliPrincipal(membership)
         return principals[email]
 
     report = SeedReport()
@@ -198,6 +199,9 @@ def seed_knowledge(organization: Organization, *, now: datetime | None = None, d
             principal = principal_of(run[0].by)
             if run[0].supersedes:
                 entry = run[0]
+                if entry.supersedes not in written:
+                    report.failures.append(f"{entry.key}: the version it replaces ({entry.supersedes}) was not written")
+                    continue
                 moment = _moment(now, entry.age, entry.key)
                 result = memory_supersede(
                     principal=principal,
