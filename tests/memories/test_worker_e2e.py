@@ -25,7 +25,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-from celery.result import AsyncResult
+from celery.result import AsyncResult, allow_join_result
 from celery.signals import after_task_publish
 from django.db import connection
 from django.utils import timezone
@@ -122,11 +122,15 @@ def published(real_worker: str) -> Iterator[list[str]]:
 def drain(sent: list[str]) -> None:
     """Wait until every task sent so far has finished on the worker (re-checking for new ones)."""
     done: set[str] = set()
-    while len(done) < len(sent):
-        for task_id in list(sent):
-            if task_id not in done:
-                AsyncResult(task_id, app=app).get(timeout=TASK_TIMEOUT, propagate=True)
-                done.add(task_id)
+    # This test is the client of a real worker, never inside a task: Celery's "join would block"
+    # flag is process-global, and an eager task another thread of this process runs (the live
+    # ASGI server of the MCP tests) may hold it while we wait here.
+    with allow_join_result():
+        while len(done) < len(sent):
+            for task_id in list(sent):
+                if task_id not in done:
+                    AsyncResult(task_id, app=app).get(timeout=TASK_TIMEOUT, propagate=True)
+                    done.add(task_id)
 
 
 @pytest.fixture
