@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: run dev test test-fast lint fmt bench browser clean
+.PHONY: run dev test test-fast lint fmt bench reliability browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -37,6 +37,13 @@ test-fast: $(STAMP)
 ## stops its own embedded services under $CORTEX_BENCH_HOME (default /tmp/cortex-bench). BENCH_ARGS="--sizes 10000" for a quick run.
 bench: $(STAMP)
 	$(BIN)/python bench/recall.py $(BENCH_ARGS)
+
+## make reliability — the long hardening runs (leak suite, API contract, bad input, load, faults, backup and
+## restore, mutation testing, dependency audit); each step writes its section of docs/reliability.md.
+## RELIABILITY=r40_load.py runs one step.
+RELIABILITY ?= r[0-9][0-9]_*.py
+reliability: $(STAMP)
+	@set -e; for step in bench/reliability/$(RELIABILITY); do echo "== $$step"; $(BIN)/python $$step; done
 
 ## Debian's chromium for the browser tests (never a downloaded browser build).
 browser:
