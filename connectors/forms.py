@@ -384,16 +384,25 @@ class GmailForm(GoogleForm):
         help_text="A Gmail search, e.g. “from:(@acme.test) -category:promotions”.",
     )
     label = forms.CharField(label="Label", required=False, max_length=200, help_text="Only threads with this label.")
+    per_message = forms.BooleanField(
+        label="One memory per message",
+        required=False,
+        help_text="Off: a thread is one memory, updated as replies arrive. On: every message is its own memory.",
+    )
     api_url = _api_url_field("https://gmail.googleapis.com/")
 
     def config(self) -> dict[str, Any]:
         data = self.cleaned_data
-        return {key: data[key] for key in ("query", "label", "api_url") if data.get(key)}
+        config: dict[str, Any] = {key: data[key] for key in ("query", "label", "api_url") if data.get(key)}
+        if data.get("per_message"):
+            config["per_message"] = True
+        return config
 
     @classmethod
     def initial_for(cls, connector: Any, clearance: str) -> dict[str, Any]:
         initial = super().initial_for(connector, clearance)
         initial.update({key: (connector.config or {}).get(key, "") for key in ("query", "label")})
+        initial["per_message"] = bool((connector.config or {}).get("per_message"))
         return initial
 
 

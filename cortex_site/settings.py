@@ -75,6 +75,9 @@ CORTEX_CONNECTOR_LEASE_SECONDS = env_int("CORTEX_CONNECTOR_LEASE_SECONDS", 300, 
 CORTEX_CONNECTOR_PAGE_SIZE = env_int("CORTEX_CONNECTOR_PAGE_SIZE", 25, minimum=1)
 # Timeout (seconds) of every outbound call a source makes.
 CORTEX_CONNECTOR_HTTP_TIMEOUT = env_float("CORTEX_CONNECTOR_HTTP_TIMEOUT", 20.0, minimum=1.0)
+# Notion allows an integration about three requests a second; every Notion connector sharing a token
+# paces itself to this through the cache (0 turns pacing off, for tests against the loopback stub).
+CORTEX_NOTION_REQUESTS_PER_SECOND = env_int("CORTEX_NOTION_REQUESTS_PER_SECOND", 3, minimum=0)
 
 
 def _cron_secrets() -> dict[str, str]:
@@ -187,17 +190,22 @@ def _redis_db(url: str, db: int) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{db}", parts.query, parts.fragment))
 
 
+# Under pytest-xdist each test process gets its own three Redis databases (broker, cache, results):
+# one process's cache flush or queued task must never reach another's test database.
+_xdist_worker = (env_str("PYTEST_XDIST_WORKER") or "") if TESTING else ""
+_REDIS_DB_BASE = 3 * (int(_xdist_worker[2:]) + 1) if _xdist_worker.startswith("gw") else 0
+
 CACHES = {
     "default": {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
-        "LOCATION": _redis_db(REDIS_URL, env_int("CORTEX_CACHE_REDIS_DB", 1, minimum=0)),
+        "LOCATION": _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_CACHE_REDIS_DB", 1, minimum=0)),
         "KEY_PREFIX": "cortex",
         "TIMEOUT": 300,
     }
 }
 
-CELERY_BROKER_URL = REDIS_URL
-CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
+CELERY_BROKER_URL = _redis_db(REDIS_URL, _REDIS_DB_BASE) if _REDIS_DB_BASE else REDIS_URL
+CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {

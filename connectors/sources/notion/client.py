@@ -101,7 +101,7 @@ class NotionClient:
     def _pace(self) -> None:
         """Take one of this token's request slots for the current second, waiting for the next
         second when they are used up."""
-        per_second = int(getattr(settings, "CORTEX_NOTION_REQUESTS_PER_SECOND", 3))
+        per_second = settings.CORTEX_NOTION_REQUESTS_PER_SECOND
         if per_second <= 0:
             return
         waited = 0.0

@@ -128,6 +128,19 @@ def test_an_admin_connects_gmail_through_the_form_and_the_secrets_stay_on_the_se
     assert AuditEvent.objects.filter(action="connector.create", target_id=str(connector.pk)).exists()
 
 
+def test_gmail_one_memory_per_message_is_chosen_in_the_form_and_kept_on_edit(acme: dict[str, Any]) -> None:
+    client = signed_in(acme["exec"])
+    assert 'name="per_message"' in client.get("/connectors/new/gmail/").content.decode()
+    client.post("/connectors/new/gmail/", gmail_form(per_message="on"))
+    connector = Connector.objects.get()
+    assert connector.config["per_message"] is True
+    edit_html = client.get(f"/connectors/{connector.pk}/").content.decode()  # the settings form is on its page
+    assert 'name="per_message"' in edit_html and "checked" in edit_html.split('name="per_message"')[1].split(">")[0]
+    client.post(f"/connectors/{connector.pk}/edit/", gmail_form())  # unticked: threads again
+    connector.refresh_from_db()
+    assert not connector.config.get("per_message")
+
+
 def test_pasted_authorized_user_json_fills_the_google_credentials(acme: dict[str, Any]) -> None:
     pasted = '{"client_id": "j-cid", "client_secret": "j-secret", "refresh_token": "j-refresh", "type": "authorized_user"}'
     data = gmail_form(client_id="", client_secret="", refresh_token="", credentials_json=pasted)
