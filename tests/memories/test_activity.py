@@ -13,8 +13,11 @@ import pytest
 from support import principal, signed_in
 
 from audit.models import AuditEvent
+from connectors.models import Connector
+from connectors.services.connectors import connector_create
 from memories.models import Membership, Memory, Organization, ScopeGrant
 from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+from memories.services.redactions import redaction_request_create
 
 pytestmark = pytest.mark.django_db
 
@@ -34,6 +37,12 @@ def write(django_capture_on_commit_callbacks: Any) -> Callable[..., Memory]:
         return result.memory
 
     return write
+
+
+def _items(client: Any) -> str:
+    """The Activity page's list of items (empty when there are none): nav and description left out."""
+    html = client.get("/activity/").content.decode()
+    return html.split('<ul class="item-list card">', 1)[1].split("</ul>", 1)[0] if '<ul class="item-list card">' in html else ""
 
 
 def _badge(html: str) -> str | None:
@@ -132,3 +141,47 @@ def test_only_admins_of_the_organization_export(acme: dict[str, Any], outsider: 
     assert signed_in(outsider).get("/settings/export/", {"scope": "engineering"}).status_code == 404
     assert signed_in(acme["exec"]).get("/settings/export/", {"status": "sideways"}).status_code == 400
     assert AuditEvent.objects.filter(action="memory.export").count() == before
+
+
+def test_a_revision_and_a_redaction_request_wait_in_the_activity_of_who_may_decide_them(
+    acme: dict[str, Any], write: Any, outsider: Membership
+) -> None:
+    manager, employee, contractor = acme["manager"], acme["employee"], acme["contractor"]
+    runbook = write(manager, "Rollbacks need two approvals.", title="Rollback rule", scope="engineering")
+    with_employee = write(employee, "The VPN gateway is vpn-2.", title="VPN gateway", scope="engineering")
+    proposed = memory_supersede(principal=principal(employee), memory_id=runbook.pk, changes={"content": "One approval."})
+    assert proposed.memory.status == "proposed"
+    redaction_request_create(principal=principal(manager), memory_id=with_employee.pk, reason="Names an internal host.")
+
+    manager_page = _items(signed_in(manager))
+    assert "Revision to review" in manager_page and "Rollback rule" in manager_page
+    assert employee.user.display_name in manager_page
+    employee_page = _items(signed_in(employee))
+    assert "Redaction request" in employee_page and "Names an internal host." in employee_page
+    assert "Revision to review" not in employee_page  # the proposer waits; it is not news to them
+    for bystander in (contractor, outsider):
+        page = _items(signed_in(bystander))
+        assert "Revision to review" not in page and "Redaction request" not in page and "Rollback rule" not in page
+
+
+def test_admins_hear_of_connectors_in_error_and_holds_about_to_expire_and_members_do_not(
+    acme: dict[str, Any], write: Any, settings: Any
+) -> None:
+    admin, employee = acme["exec"], acme["employee"]
+    settings.CORTEX_REDACTION_HOLD_DAYS = 1  # inside the two-day notice at once
+    held = write(employee, "The payroll export runs on Fridays.", title="Payroll export", scope="engineering")
+    memory_redact(principal=principal(admin), memory_id=held.pk, reason="Wrong team.")
+    kept = write(employee, "The cafeteria opens at 8.", title="Cafeteria", scope="engineering")
+    settings.CORTEX_REDACTION_HOLD_DAYS = 7  # far from expiry: no notice
+    memory_redact(principal=principal(admin), memory_id=kept.pk, reason="Not knowledge.")
+    inbox = connector_create(
+        principal=principal(admin), kind="github", name="Firmware repo", config={"repositories": ["acme/firmware"]}
+    ).connector
+    Connector.objects.filter(pk=inbox.pk).update(status="error", last_error="GitHub refused the token (401).")
+
+    page = _items(signed_in(admin))
+    assert "Connector error" in page and "Firmware repo" in page and "GitHub refused the token (401)." in page
+    assert f"/connectors/{inbox.pk}/" in page
+    assert page.count("Hold expiring") == 1 and f"/memories/{held.pk}/" in page
+    member_page = _items(signed_in(employee))
+    assert "Connector error" not in member_page and "Hold expiring" not in member_page
