@@ -24,6 +24,8 @@ class Action(StrEnum):
     AUTH_PASSWORD_RESET_REQUEST = "auth.password_reset_request"  # noqa: S105 - an action name, not a secret
     AUTH_PASSWORD_RESET = "auth.password_reset"  # noqa: S105 - an action name, not a secret
     AUTH_SIGN_OUT_EVERYWHERE = "auth.sign_out_everywhere"
+    # a change refused with 403, and the rule that refused it (memories.services.denials)
+    ACCESS_DENIED = "access.denied"
     # tenancy
     ORGANIZATION_CREATE = "organization.create"
     ORGANIZATION_CONFLICT_POLICY = "organization.conflict_policy"

@@ -18,6 +18,7 @@ from django import forms
 from cortex_site.errors import CortexError
 from memories.access import Principal
 from memories.forms import clearance_choices, set_choices
+from memories.services.denials import denial_record
 
 # Which form field a service error belongs to; anything else is shown above the form.
 FIELD_FOR_ERROR = {
@@ -46,6 +47,7 @@ def attach_error(form: forms.Form, exc: CortexError) -> None:
     A source names the config or credentials key it refuses in `details["field"]`; the form's
     field of that name (or the one the error code is about) shows the sentence.
     """
+    denial_record(exc)  # a refusal shown next to a field is still a refusal
     named = exc.details.get("field") if isinstance(exc.details, dict) else None
     field = named if isinstance(named, str) and named in form.fields else FIELD_FOR_ERROR.get(exc.error_code)
     form.add_error(field if field in form.fields else None, exc.message)

@@ -63,6 +63,7 @@ def _validation_message(detail: Any) -> str:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     if isinstance(exc, CortexError):
+        _audit_refusal(exc, context.get("request"))
         return error_response(exc.status, exc.error_code, exc.message, exc.details)
     if isinstance(exc, RequestDataTooBig):
         return error_response(
@@ -104,6 +105,18 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         "INTERNAL_ERROR",
         "Something went wrong on our side; the request id identifies it in the logs.",
     )
+
+
+def _audit_refusal(exc: CortexError, request: Request | None) -> None:
+    """A 403 of an authenticated request goes to the audit log with its rule (memories.services.denials)."""
+    if request is None:
+        return
+    principal = getattr(request, "_cortex_principal", None) or getattr(request._request, "_cortex_principal", None)
+    if principal is None:
+        return
+    from memories.services.denials import denial_record
+
+    denial_record(exc, principal=principal, via="rest", path=request.path)
 
 
 class CortexCursorPagination(CursorPagination):

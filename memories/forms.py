@@ -19,6 +19,7 @@ from django.utils import timezone
 from cortex_site.errors import CortexError
 from memories.access import Principal, clearance_names
 from memories.models import PUBLIC_DOCS_SLUG, Membership, Scope
+from memories.services.denials import denial_record
 from memories.services.documents import SUPPORTED_EXTENSIONS
 
 COMMON_CATEGORIES = ("note", "decision", "policy", "incident", "runbook", "meeting", "document", "howto", "announcement")
@@ -76,6 +77,7 @@ def in_words(message: str) -> str:
 
 def attach_error(form: forms.Form, exc: CortexError) -> None:
     """Put a service error next to the field it is about (or on the form when none fits), in words."""
+    denial_record(exc)  # a refusal shown next to a field is still a refusal
     field = FIELD_FOR_ERROR.get(exc.error_code)
     form.add_error(field if field in form.fields else None, in_words(exc.message))
 

@@ -26,6 +26,7 @@ from memories.access import Principal, clearance_names
 from memories.models import Memory
 from memories.selectors.memories import memory_for_history
 from memories.selectors.recall import RecallHit
+from memories.services.denials import denial_record, denials_audited
 from memories.sessions import session_principal
 from memories.templatetags.cortex_ui import highlight_terms, plain_text
 
@@ -52,10 +53,12 @@ def principal_view(view: PrincipalView) -> Callable[..., HttpResponseBase]:
         if principal is None:
             return render(request, "memories/no_organization.html", status=403)
         try:
-            return view(request, principal, *args, **kwargs)
+            with denials_audited(principal, via="ui", path=request.path):
+                return view(request, principal, *args, **kwargs)
         except NotFound:
             raise Http404("Not found") from None
         except PermissionDenied as exc:
+            denial_record(exc, principal=principal, via="ui", path=request.path)
             raise DjangoPermissionDenied(exc.message) from None
 
     return wrapper
