@@ -212,25 +212,23 @@ def _valid(serializer_class: type[serializers.Serializer], request: Request) -> 
     return dict(serializer.validated_data)
 
 
-def _page(request: Request, items: list[Any], limit_default: int = 50) -> tuple[int, str | None]:
-    try:
-        limit = int(request.query_params.get("limit") or limit_default)
-    except ValueError:
-        limit = limit_default
-    return max(1, min(limit, 200)), None
-
-
 # -- views ----------------------------------------------------------------------------------------
 class ConnectorListCreateView(APIView):
     @extend_schema(
-        summary="Connectors of my organization (status for members; config too for admins)", responses=ConnectorOutput(many=True)
+        summary="Connectors of my organization, newest first (status for members; config too for admins)",
+        parameters=[
+            OpenApiParameter("limit", int, required=False, description="connectors per page, 1-100, default 20"),
+            OpenApiParameter("cursor", str, required=False, description="the `next` of the previous page"),
+        ],
+        responses=ConnectorOutput(many=True),
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)
         names = clearance_names(principal.organization_id)
-        return Response(
-            {"results": [present_connector(principal, c, names=names) for c in selectors.connectors_for(principal)], "next": None}
-        )
+        paginator = CortexCursorPagination()
+        connectors = selectors.connectors_for(principal).order_by("-created_at", "-id")
+        page = paginator.paginate_queryset(connectors, request, view=self) or []
+        return paginator.get_paginated_response([present_connector(principal, c, names=names) for c in page])
 
     @extend_schema(
         summary="Add a connector (admins)",

@@ -39,6 +39,19 @@ def created(acme: dict[str, Any], api: Callable[..., Any], stub_server: StubServ
     return response.json()
 
 
+def test_the_connector_list_is_cursor_paged_newest_first_and_an_outsider_sees_none(
+    acme: dict[str, Any], api: Callable[..., Any], stub_server: StubServer, outsider: Any
+) -> None:
+    admin = api(acme["exec"])
+    ids = [admin.post("/api/connectors", _body(stub_server, name=f"Repo {n}")).json()["id"] for n in range(3)]
+    first = admin.get("/api/connectors", {"limit": 2}).json()
+    assert [c["id"] for c in first["results"]] == ids[::-1][:2] and first["next"]
+    second = admin.get(first["next"]).json()
+    assert [c["id"] for c in second["results"]] == [ids[0]] and second["next"] is None
+    assert_envelope(admin.get("/api/connectors", {"cursor": "not-a-cursor"}), 400, "INVALID_CURSOR")
+    assert api(outsider).get("/api/connectors").json() == {"results": [], "next": None}
+
+
 def _no_secrets(text: str, *secrets: str) -> None:
     for secret in secrets:
         assert secret not in text
