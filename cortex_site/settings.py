@@ -122,6 +122,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "audit.middleware.RequestIdMiddleware",
+    "cortex_site.db_router.ReplicaRoutingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -170,6 +171,35 @@ if TESTING:
     # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
     _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
 DATABASES = {"default": _db}
+
+
+def replica_database(url: str) -> dict[str, object]:
+    """A streaming replica of the default database (see cortex_site/db_router.py for what reads it)."""
+    replica = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), conn_health_checks=True)
+    if not replica.get("HOST") and "host" in replica.get("OPTIONS", {}):
+        replica["HOST"] = replica["OPTIONS"].pop("host")
+    # A replica that does not answer quickly is skipped, not waited for.
+    replica.setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2, minimum=1))
+    # Under test the replica is the test database's own replica, never a second test database.
+    replica["TEST"] = {"MIRROR": "default"}
+    return dict(replica)
+
+
+_replica_url = env_str("DATABASE_REPLICA_URL")
+if _replica_url:
+    DATABASES["replica"] = replica_database(_replica_url)  # type: ignore[assignment]
+DATABASE_ROUTERS = ["cortex_site.db_router.ReplicaRouter"]
+# Past this lag (seconds) the replica is skipped and reads go to the primary.
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 5.0, minimum=0.0)
+# How often (seconds) each process asks the replica how far behind it is.
+DATABASE_REPLICA_CHECK_SECONDS = env_float("DATABASE_REPLICA_CHECK_SECONDS", 1.0, minimum=0.0)
+# After a write, the same session or token reads the primary this long (read-your-own-writes).
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 10, minimum=1)
+if DATABASE_REPLICA_PIN_SECONDS < DATABASE_REPLICA_MAX_LAG_SECONDS + DATABASE_REPLICA_CHECK_SECONDS:
+    raise ImproperlyConfigured(
+        "DATABASE_REPLICA_PIN_SECONDS must be at least DATABASE_REPLICA_MAX_LAG_SECONDS + DATABASE_REPLICA_CHECK_SECONDS: "
+        "otherwise a writer could read the replica before it holds the write."
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: broker, result backend, cache -------------------------------------------
