@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from cortex_site import running
 from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
 from cortex_site.env import cortex_home, ensure_secret_key
+from cortex_site.queues import UnknownQueueError, worker_queues
 
 PYTHON = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +187,17 @@ def web_command(*, reload: bool = False) -> list[str]:
 
 
 def worker_command() -> list[str]:
+    """A Celery worker on CORTEX_WORKER_QUEUES (default: every queue), named CORTEX_WORKER_NAME@host.
+
+    Several workers may share one broker: tasks are acknowledged only after they ran, one at a
+    time per process (cortex_site/celery.py), so each delivery is taken by exactly one of them.
+    """
     concurrency = os.environ.get("CELERY_CONCURRENCY", "2")
+    try:
+        queues = worker_queues()
+    except UnknownQueueError as exc:
+        raise EmbeddedServiceError(str(exc)) from None
+    name = os.environ.get("CORTEX_WORKER_NAME", "cortex").strip() or "cortex"
     return [
         PYTHON,
         "-m",
@@ -195,13 +206,13 @@ def worker_command() -> list[str]:
         "cortex_site",
         "worker",
         "-Q",
-        "default,connectors",
+        ",".join(queues),
         "--concurrency",
         concurrency,
         "--loglevel",
         "INFO",
         "-n",
-        "cortex@%h",
+        f"{name}@%h",
     ]
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from cortex_site.env import (
     cortex_home,
@@ -23,6 +24,7 @@ from cortex_site.env import (
     env_str,
     read_secret_key,
 )
+from cortex_site.queues import TASK_QUEUES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CORTEX_HOME = cortex_home()
@@ -229,6 +231,13 @@ CACHES = {
 CELERY_BROKER_URL = REDIS_URL
 CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Queues by kind of work (cortex_site/queues.py), so each can get workers of its own.
+CELERY_TASK_QUEUES = tuple(Queue(name) for name in TASK_QUEUES)
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "connectors.*": {"queue": "connectors"},
+    "memories.after_memory_write": {"queue": "conflicts"},
+}
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
