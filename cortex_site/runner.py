@@ -227,6 +227,16 @@ def beat_command(home: Path) -> list[str]:
     return [PYTHON, "-m", "celery", "-A", "cortex_site", "beat", "--loglevel", "INFO", "--schedule", str(schedule)]
 
 
+def supervised_commands(home: Path, *, dev: bool = False) -> dict[str, list[str]]:
+    """What `make run` keeps running, by runner subcommand: one docker-compose service each."""
+    return {
+        "web": web_command(reload=dev),
+        "worker": worker_command(),
+        "beat": beat_command(home),
+        "socket": socket_command(),
+    }
+
+
 class Supervisor:
     """Runs child processes until one dies or we are told to stop; then stops them all."""
 
@@ -357,10 +367,8 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
                 _manage("cortex", "demo", "--first-start", env=env)
             if supervisor.stopping:
                 return 0
-            supervisor.spawn("web", web_command(reload=dev), env)
-            supervisor.spawn("worker", worker_command(), env)
-            supervisor.spawn("beat", beat_command(home), env)
-            supervisor.spawn("socket", socket_command(), env)
+            for name, command in supervised_commands(home, dev=dev).items():
+                supervisor.spawn(name, command, env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).
             if supervisor.wait_until_listening(host, int(port)):
