@@ -51,6 +51,8 @@ class Connector(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
+        # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+        constraints = [models.UniqueConstraint(fields=["organization", "id"], name="connector_org_id_unique")]
         indexes = [
             models.Index(fields=["organization", "kind"], name="connector_org_kind"),
             models.Index(fields=["status", "next_sync_at"], name="connector_due"),
@@ -135,7 +137,9 @@ class Checkpoint(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["connector", "stream"], name="checkpoint_connector_stream")]
+        constraints = [
+            models.UniqueConstraint(fields=["connector", "stream", "organization"], name="checkpoint_connector_stream")
+        ]
 
     def __str__(self) -> str:
         return f"Checkpoint {self.connector_id}/{self.stream}"
@@ -162,7 +166,9 @@ class Delivery(models.Model):
     error = models.TextField(blank=True, default="")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["connector", "delivery_id"], name="delivery_connector_delivery_id")]
+        constraints = [
+            models.UniqueConstraint(fields=["connector", "delivery_id", "organization"], name="delivery_connector_delivery_id")
+        ]
         indexes = [models.Index(fields=["connector", "-received_at"], name="delivery_connector_recent")]
 
     def __str__(self) -> str:
@@ -181,7 +187,11 @@ class ConnectorItem(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["connector", "external_id"], name="connectoritem_connector_external_id")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["connector", "external_id", "organization"], name="connectoritem_connector_external_id"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"ConnectorItem {self.connector_id}/{self.external_id}"

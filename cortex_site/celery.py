@@ -1,20 +1,16 @@
-"""The Celery app: Redis broker and result backend, queues `default` and `connectors`."""
+"""The Celery app: Redis broker and result backend; queues and routes are in settings (CORTEX_TASK_QUEUES)."""
 
 from __future__ import annotations
 
 import os
 
 from celery import Celery
-from kombu import Queue
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
 
 app = Celery("cortex")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.conf.update(
-    task_default_queue="default",
-    task_queues=(Queue("default"), Queue("connectors")),
-    task_routes={"connectors.*": {"queue": "connectors"}},
     # A task is acknowledged only after it ran, so a worker crash re-delivers it; tasks are idempotent.
     task_acks_late=True,
     task_reject_on_worker_lost=True,

@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 from cortex_site import running
 from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
 from cortex_site.env import cortex_home, ensure_secret_key
+from cortex_site.queues import UnknownQueueError, worker_queues
 
 PYTHON = sys.executable
 ROOT = Path(__file__).resolve().parent.parent
@@ -186,7 +187,17 @@ def web_command(*, reload: bool = False) -> list[str]:
 
 
 def worker_command() -> list[str]:
+    """A Celery worker on CORTEX_WORKER_QUEUES (default: every queue), named CORTEX_WORKER_NAME@host.
+
+    Several workers may share one broker: tasks are acknowledged only after they ran, one at a
+    time per process (cortex_site/celery.py), so each delivery is taken by exactly one of them.
+    """
     concurrency = os.environ.get("CELERY_CONCURRENCY", "2")
+    try:
+        queues = worker_queues()
+    except UnknownQueueError as exc:
+        raise EmbeddedServiceError(str(exc)) from None
+    name = os.environ.get("CORTEX_WORKER_NAME", "cortex").strip() or "cortex"
     return [
         PYTHON,
         "-m",
@@ -195,13 +206,13 @@ def worker_command() -> list[str]:
         "cortex_site",
         "worker",
         "-Q",
-        "default,connectors",
+        ",".join(queues),
         "--concurrency",
         concurrency,
         "--loglevel",
         "INFO",
         "-n",
-        "cortex@%h",
+        f"{name}@%h",
     ]
 
 
@@ -214,6 +225,16 @@ def beat_command(home: Path) -> list[str]:
     schedule = home / "run" / "celerybeat-schedule"
     schedule.parent.mkdir(parents=True, exist_ok=True)
     return [PYTHON, "-m", "celery", "-A", "cortex_site", "beat", "--loglevel", "INFO", "--schedule", str(schedule)]
+
+
+def supervised_commands(home: Path, *, dev: bool = False) -> dict[str, list[str]]:
+    """What `make run` keeps running, by runner subcommand: one docker-compose service each."""
+    return {
+        "web": web_command(reload=dev),
+        "worker": worker_command(),
+        "beat": beat_command(home),
+        "socket": socket_command(),
+    }
 
 
 class Supervisor:
@@ -346,10 +367,8 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
                 _manage("cortex", "demo", "--first-start", env=env)
             if supervisor.stopping:
                 return 0
-            supervisor.spawn("web", web_command(reload=dev), env)
-            supervisor.spawn("worker", worker_command(), env)
-            supervisor.spawn("beat", beat_command(home), env)
-            supervisor.spawn("socket", socket_command(), env)
+            for name, command in supervised_commands(home, dev=dev).items():
+                supervisor.spawn(name, command, env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).
             if supervisor.wait_until_listening(host, int(port)):

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from kombu import Queue
 
 from cortex_site.env import (
     cortex_home,
@@ -23,6 +24,7 @@ from cortex_site.env import (
     env_str,
     read_secret_key,
 )
+from cortex_site.queues import TASK_QUEUES
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 CORTEX_HOME = cortex_home()
@@ -125,6 +127,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "audit.middleware.RequestIdMiddleware",
+    "cortex_site.db_router.ReplicaRoutingMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -173,6 +176,35 @@ if TESTING:
     # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
     _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
 DATABASES = {"default": _db}
+
+
+def replica_database(url: str) -> dict[str, object]:
+    """A streaming replica of the default database (see cortex_site/db_router.py for what reads it)."""
+    replica = dj_database_url.parse(url, conn_max_age=env_int("DB_CONN_MAX_AGE", 0), conn_health_checks=True)
+    if not replica.get("HOST") and "host" in replica.get("OPTIONS", {}):
+        replica["HOST"] = replica["OPTIONS"].pop("host")
+    # A replica that does not answer quickly is skipped, not waited for.
+    replica.setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2, minimum=1))
+    # Under test the replica is the test database's own replica, never a second test database.
+    replica["TEST"] = {"MIRROR": "default"}
+    return dict(replica)
+
+
+_replica_url = env_str("DATABASE_REPLICA_URL")
+if _replica_url:
+    DATABASES["replica"] = replica_database(_replica_url)  # type: ignore[assignment]
+DATABASE_ROUTERS = ["cortex_site.db_router.ReplicaRouter"]
+# Past this lag (seconds) the replica is skipped and reads go to the primary.
+DATABASE_REPLICA_MAX_LAG_SECONDS = env_float("DATABASE_REPLICA_MAX_LAG_SECONDS", 5.0, minimum=0.0)
+# How often (seconds) each process asks the replica how far behind it is.
+DATABASE_REPLICA_CHECK_SECONDS = env_float("DATABASE_REPLICA_CHECK_SECONDS", 1.0, minimum=0.0)
+# After a write, the same session or token reads the primary this long (read-your-own-writes).
+DATABASE_REPLICA_PIN_SECONDS = env_int("DATABASE_REPLICA_PIN_SECONDS", 10, minimum=1)
+if DATABASE_REPLICA_PIN_SECONDS < DATABASE_REPLICA_MAX_LAG_SECONDS + DATABASE_REPLICA_CHECK_SECONDS:
+    raise ImproperlyConfigured(
+        "DATABASE_REPLICA_PIN_SECONDS must be at least DATABASE_REPLICA_MAX_LAG_SECONDS + DATABASE_REPLICA_CHECK_SECONDS: "
+        "otherwise a writer could read the replica before it holds the write."
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- redis: broker, result backend, cache -------------------------------------------
@@ -207,6 +239,13 @@ CACHES = {
 CELERY_BROKER_URL = _redis_db(REDIS_URL, _REDIS_DB_BASE) if _REDIS_DB_BASE else REDIS_URL
 CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# Queues by kind of work (cortex_site/queues.py), so each can get workers of its own.
+CELERY_TASK_QUEUES = tuple(Queue(name) for name in TASK_QUEUES)
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_ROUTES = {
+    "connectors.*": {"queue": "connectors"},
+    "memories.after_memory_write": {"queue": "conflicts"},
+}
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},

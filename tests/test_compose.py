@@ -86,7 +86,8 @@ def test_worker_healthcheck_pings_the_worker_name_the_runner_gives(compose: dict
     name = command[command.index("-n") + 1]
     assert name == "cortex@%h"
     # `$$` is compose's escape: the container's shell sees $HOSTNAME, which celery's %h expands to as well.
-    assert "--destination cortex@$$HOSTNAME" in " ".join(compose["services"]["worker"]["healthcheck"]["test"])
+    healthcheck = " ".join(compose["services"]["worker"]["healthcheck"]["test"])
+    assert "--destination $${CORTEX_WORKER_NAME:-cortex}@$$HOSTNAME" in healthcheck
 
 
 def test_services_are_the_production_shape(compose: dict[str, Any]) -> None:
@@ -157,3 +158,28 @@ def test_the_images_collectstatic_step_builds_a_manifest_every_page_can_use(dock
     hashed = json.loads(manifest.read_text())["paths"].values()
     for asset in assets:
         assert asset.removeprefix("/static/") in hashed, asset
+
+
+def test_compose_runs_every_process_make_run_supervises(compose: dict[str, Any], tmp_path: Path) -> None:
+    """`make run` and compose stay in step: each process `make run` keeps alive is a compose service
+    running the same runner subcommand, and that subcommand runs the very command `make run` spawns."""
+    supervised = runner.supervised_commands(tmp_path)
+    services_by_subcommand = {subcommand: service for service, subcommand in APP_SERVICES.items()}
+    assert set(supervised) == set(APP_SERVICES.values()) - {"migrate"}
+    for subcommand in supervised:
+        service = compose["services"][services_by_subcommand[subcommand]]
+        assert service["command"] == [*RUNNER, subcommand]
+    assert supervised["worker"] == runner.worker_command()
+    assert supervised["web"] == runner.web_command()
+    # migrate is the one-off: it runs to completion before anything that serves starts.
+    assert compose["services"]["migrate"]["restart"] == "no"
+
+
+def test_the_compose_worker_takes_every_queue_unless_the_environment_narrows_it(compose: dict[str, Any]) -> None:
+    from cortex_site.queues import TASK_QUEUES
+
+    environment = compose["services"]["worker"]["environment"]
+    assert "CORTEX_WORKER_QUEUES" not in environment  # only from .env, when the operator sets it
+    command = runner.worker_command()
+    assert command[command.index("-Q") + 1].split(",") == list(TASK_QUEUES)
+    assert re.search(r"^# CORTEX_WORKER_QUEUES=", (ROOT / ".env.example").read_text(), re.MULTILINE)

@@ -74,6 +74,7 @@ class Conflict(models.Model):
             models.UniqueConstraint(
                 Least(F("new_memory"), F("existing_memory")),
                 Greatest(F("new_memory"), F("existing_memory")),
+                F("organization"),
                 name="conflict_pair_unique",
             ),
             models.CheckConstraint(condition=~Q(new_memory=F("existing_memory")), name="conflict_two_memories"),

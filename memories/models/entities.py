@@ -32,7 +32,11 @@ class Entity(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organization", "kind", "key"], name="entity_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "kind", "key"], name="entity_unique"),
+            # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+            models.UniqueConstraint(fields=["organization", "id"], name="entity_org_id_unique"),
+        ]
         ordering = ["kind", "name"]
 
     def __str__(self) -> str:
@@ -47,7 +51,7 @@ class EntityMention(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["entity", "memory"], name="entity_mention_unique")]
+        constraints = [models.UniqueConstraint(fields=["entity", "memory", "organization"], name="entity_mention_unique")]
         indexes = [models.Index(fields=["memory"], name="entity_mention_memory")]
 
     def __str__(self) -> str:
@@ -67,7 +71,7 @@ class Relation(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["source", "target", "kind", "memory"], name="relation_unique"),
+            models.UniqueConstraint(fields=["source", "target", "kind", "memory", "organization"], name="relation_unique"),
             models.CheckConstraint(condition=~models.Q(source=models.F("target")), name="relation_two_entities"),
         ]
         indexes = [models.Index(fields=["memory"], name="relation_memory")]

@@ -69,6 +69,8 @@ class Memory(models.Model):
 
     class Meta:
         constraints = [
+            # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+            models.UniqueConstraint(fields=["organization", "id"], name="memory_org_id_unique"),
             models.UniqueConstraint(
                 fields=["organization", "source", "external_id"], condition=~Q(external_id=""), name="memory_external_id_unique"
             ),
@@ -118,7 +120,7 @@ class MemoryChunk(models.Model):
     tags = ArrayField(models.CharField(max_length=50), default=list, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["memory", "index"], name="chunk_index_unique")]
+        constraints = [models.UniqueConstraint(fields=["memory", "index", "organization"], name="chunk_index_unique")]
         indexes = [
             # Exact (pre-filtered) scans when a principal sees a small slice of a large organization.
             models.Index(fields=["organization", "scope", "status"], name="chunk_filter"),

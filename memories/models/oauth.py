@@ -19,6 +19,8 @@ from memories.models.tenancy import ApiToken
 
 class OAuthGrant(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The token's organization, repeated so the row is placed with its tenant (see docs/scaling.md).
+    organization = models.ForeignKey("memories.Organization", on_delete=models.CASCADE, related_name="+")
     token = models.OneToOneField(ApiToken, on_delete=models.CASCADE, related_name="oauth_grant")
     application = models.ForeignKey("oauth2_provider.Application", on_delete=models.CASCADE, related_name="+")
     # The one audience the client's tokens are valid for (RFC 8707): this server's MCP endpoint.

@@ -39,7 +39,7 @@ class RedactionRequest(models.Model):
         constraints = [
             # One open request per reader and memory: asking twice adds nothing for the reviewers.
             models.UniqueConstraint(
-                fields=["memory", "requested_by"], condition=Q(status="open"), name="redaction_request_one_open"
+                fields=["memory", "requested_by", "organization"], condition=Q(status="open"), name="redaction_request_one_open"
             ),
             models.CheckConstraint(
                 condition=(Q(status="open") & Q(decided_at__isnull=True)) | (~Q(status="open") & Q(decided_at__isnull=False)),

@@ -143,7 +143,11 @@ class Membership(models.Model):
     activity_seen_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "organization"], name="membership_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "organization"], name="membership_unique"),
+            # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+            models.UniqueConstraint(fields=["organization", "id"], name="membership_org_id_unique"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.organization.slug}"
@@ -174,20 +178,26 @@ class Scope(models.Model):
 
     class Meta:
         ordering = ["organization", "slug"]
-        constraints = [models.UniqueConstraint(fields=["organization", "slug"], name="scope_slug_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["organization", "slug"], name="scope_slug_unique"),
+            # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+            models.UniqueConstraint(fields=["organization", "id"], name="scope_org_id_unique"),
+        ]
 
     def __str__(self) -> str:
         return self.slug
 
 
 class ScopeGrant(models.Model):
+    # The membership's organization, repeated so the row is placed with its tenant (see docs/scaling.md).
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="grants")
     scope = models.ForeignKey(Scope, on_delete=models.CASCADE, related_name="grants")
     can_write = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["membership", "scope"], name="grant_unique")]
+        constraints = [models.UniqueConstraint(fields=["membership", "scope", "organization"], name="grant_unique")]
 
     def __str__(self) -> str:
         return f"{self.membership} → {self.scope} ({'rw' if self.can_write else 'r'})"
@@ -201,11 +211,13 @@ class ApiToken(models.Model):
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # The membership's organization, repeated so the row is placed with its tenant (see docs/scaling.md).
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
     membership = models.ForeignKey(Membership, on_delete=models.CASCADE, related_name="tokens")
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, unique=True)
     secret_hash = models.CharField(max_length=64)
-    scopes = models.ManyToManyField(Scope, blank=True, related_name="+")
+    scopes = models.ManyToManyField(Scope, blank=True, related_name="+", through="ApiTokenScope")
     # Narrowed tokens read only `scopes` — even when those scopes are later deleted and the set is
     # empty, which then means nothing rather than everything.
     narrowed = models.BooleanField(default=False)
@@ -220,6 +232,8 @@ class ApiToken(models.Model):
 
     class Meta:
         ordering = ["-created_at"]
+        # (organization, id): the target of same-organization foreign keys (see docs/scaling.md).
+        constraints = [models.UniqueConstraint(fields=["organization", "id"], name="apitoken_org_id_unique")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
@@ -227,6 +241,21 @@ class ApiToken(models.Model):
     def is_usable(self, now: Any = None) -> bool:
         now = now or timezone.now()
         return self.revoked_at is None and (self.expires_at is None or self.expires_at > now)
+
+
+class ApiTokenScope(models.Model):
+    """One scope a narrowed token may use (the table Django made for ApiToken.scopes, with its organization)."""
+
+    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    apitoken = models.ForeignKey(ApiToken, on_delete=models.CASCADE)
+    scope = models.ForeignKey(Scope, on_delete=models.CASCADE)
+
+    class Meta:
+        db_table = "memories_apitoken_scopes"
+        constraints = [models.UniqueConstraint(fields=["apitoken", "scope", "organization"], name="apitoken_scope_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.apitoken_id} → {self.scope_id}"
 
 
 class Invite(models.Model):

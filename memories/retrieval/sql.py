@@ -16,7 +16,9 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db import connection, transaction
+from django.db import transaction
+
+from cortex_site.db_router import content_read_connection
 
 # HNSW search breadth, and how far an iterative scan may go before giving up (pgvector ≥ 0.8).
 EF_SEARCH = 100
@@ -80,7 +82,9 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
     """The k visible chunks nearest to the query (approximate through HNSW unless `exact`)."""
     clause, params = where.sql()
     literal = vector_literal(query_vector)
-    with transaction.atomic(), connection.cursor() as cursor:
+    # On a replica route this may be the read replica (cortex_site/db_router.py), like the other reads here.
+    connection = content_read_connection()
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
         if exact:
             # Sequential scan: the ground truth the benchmark compares the index path against.
             cursor.execute("SET LOCAL enable_indexscan = off")
@@ -133,7 +137,7 @@ def lexical_hits(
     weighted_params: list[Any] = []
     for term, weight in zip(terms, weights, strict=True):
         weighted_params += [weight, term]
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             WITH matches AS MATERIALIZED (
@@ -161,7 +165,7 @@ def term_document_frequencies(
     Counted under the read rule's organization, scopes and clearance only: a statistic that ranking
     uses must not move when someone writes what this reader cannot see (a score-level side channel).
     """
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT NULL::text, CASE WHEN %s THEN (
@@ -216,7 +220,7 @@ def score_chunks(
     clause, params = where.sql()
     body = ", ".join(["c.search_vector @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
     title = ", ".join(["ts_filter(c.search_vector, '{a}') @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
@@ -249,7 +253,7 @@ def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any,
     filter the results by permission (they are ids only)."""
     if not memory_ids:
         return {}
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             """
             WITH RECURSIVE chain(start_id, memory_id, status, hops) AS (
@@ -276,7 +280,7 @@ def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple
     """
     if len(chunk_ids) < 2:
         return set()
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             """
             WITH pool AS MATERIALIZED (
@@ -297,7 +301,7 @@ def vocabulary_matches(organization_id: int, variants: Sequence[str]) -> dict[st
     the caller keeps those that occur in chunks the reader may see."""
     if not variants:
         return {}
-    with connection.cursor() as cursor:
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
             """
             SELECT v.spelling, r.lexeme

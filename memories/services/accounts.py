@@ -171,7 +171,7 @@ def invite_accept(*, raw: str, password: str = "", name: str = "", signed_in: Us
     )
     scopes = {s.slug: s for s in Scope.objects.filter(organization=invite.organization, slug__in=list(invite.grants))}
     ScopeGrant.objects.bulk_create(
-        ScopeGrant(membership=membership, scope=scopes[slug], can_write=can_write)
+        ScopeGrant(organization=invite.organization, membership=membership, scope=scopes[slug], can_write=can_write)
         for slug, can_write in invite.grants.items()
         if slug in scopes
     )
@@ -290,7 +290,7 @@ def invites_accept_verified(*, email: str, name: str = "") -> User | None:
         )
         scopes = {s.slug: s for s in Scope.objects.filter(organization=invite.organization, slug__in=list(invite.grants))}
         ScopeGrant.objects.bulk_create(
-            ScopeGrant(membership=membership, scope=scopes[slug], can_write=can_write)
+            ScopeGrant(organization=invite.organization, membership=membership, scope=scopes[slug], can_write=can_write)
             for slug, can_write in invite.grants.items()
             if slug in scopes
         )

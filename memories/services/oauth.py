@@ -64,7 +64,9 @@ def oauth_grant_create(
                 error_code="DEFAULT_SCOPE_NOT_WRITABLE",
             )
         ApiToken.objects.filter(pk=token.pk).update(default_scope=default_scope)
-    grant = OAuthGrant.objects.create(token=token, application=application, resource=resource)
+    grant = OAuthGrant.objects.create(
+        organization_id=token.organization_id, token=token, application=application, resource=resource
+    )
     record(
         "oauth.grant",
         organization=membership.organization_id,

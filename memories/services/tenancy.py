@@ -353,7 +353,9 @@ def grant_set(*, membership: Membership, scope: Scope, can_write: bool, by: Prin
         raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
     _require_admin(by, scope.organization)
     _require_within_rung(by, membership)
-    grant, created = ScopeGrant.objects.update_or_create(membership=membership, scope=scope, defaults={"can_write": can_write})
+    grant, created = ScopeGrant.objects.update_or_create(
+        organization_id=membership.organization_id, membership=membership, scope=scope, defaults={"can_write": can_write}
+    )
     record(
         "grant.set",
         organization=scope.organization,
@@ -431,6 +433,7 @@ def token_create(
         prefix = secrets.token_hex(4)
     raw = f"{TOKEN_PREFIX}_{prefix}_{secrets.token_urlsafe(32)}"
     token = ApiToken.objects.create(
+        organization_id=membership.organization_id,
         membership=membership,
         name=name,
         prefix=prefix,
@@ -439,7 +442,7 @@ def token_create(
         expires_at=expires_at,
         narrowed=bool(scopes),
     )
-    token.scopes.set(scopes)
+    token.scopes.set(scopes, through_defaults={"organization_id": membership.organization_id})
     record(
         "token.create",
         organization=membership.organization,

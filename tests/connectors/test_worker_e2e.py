@@ -54,8 +54,9 @@ class Worker:
         self.log = log
         with log.open("ab") as output:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "celery", "-A", "cortex_site", "worker", "-Q", "connectors,default", "--concurrency", "2",
-                 "--loglevel", "INFO", "-n", self.node, "--without-gossip", "--without-mingle", "--without-heartbeat"],
+                [sys.executable, "-m", "celery", "-A", "cortex_site", "worker", "-Q", "connectors,default,conflicts",
+                 "--concurrency", "2", "--loglevel", "INFO", "-n", self.node, "--without-gossip", "--without-mingle",
+                 "--without-heartbeat"],
                 env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
         deadline = time.monotonic() + 60

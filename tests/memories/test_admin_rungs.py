@@ -56,7 +56,7 @@ def _change(action: str, by: Any, target: Membership, org: Organization) -> None
     elif action == "grant":
         tenancy.grant_set(membership=target, scope=finance, can_write=False, by=by)
     elif action == "revoke_grant":
-        ScopeGrant.objects.get_or_create(membership=target, scope=finance)
+        ScopeGrant.objects.get_or_create(membership=target, scope=finance, organization=finance.organization)
         tenancy.grant_revoke(membership=target, scope=finance, by=by)
     elif action == "revoke_token":
         token, _secret = tenancy.token_create(membership=target, name="theirs")

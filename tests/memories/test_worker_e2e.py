@@ -67,7 +67,7 @@ def real_worker(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: 
                 "cortex_site",
                 "worker",
                 "-Q",
-                "default",
+                "default,conflicts",
                 "--concurrency",
                 "2",
                 "--loglevel",

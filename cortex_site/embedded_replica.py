@@ -1,0 +1,65 @@
+"""A streaming read replica of the embedded PostgreSQL, from the same binaries.
+
+`pg_basebackup -R` copies the running primary and writes `standby.signal` and `primary_conninfo`,
+so the copy starts as a hot standby that streams the primary's WAL over its Unix socket. It is
+what the replica tests and benchmarks run against: real replication, real lag, a real outage.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cortex_site.embedded import PG_USER, EmbeddedPostgres
+
+
+class EmbeddedReplica(EmbeddedPostgres):
+    """A hot standby of `primary`, with its own data directory and socket."""
+
+    def __init__(self, data_dir: Path, *, primary: EmbeddedPostgres, durable: bool = False) -> None:
+        super().__init__(data_dir, durable=durable)
+        if self.socket_dir == primary.socket_dir:
+            raise ValueError("the replica needs a data directory whose parent differs from the primary's")
+        self.primary = primary
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://{PG_USER}@/{database}?host={self.socket_dir}"
+
+    def start(self) -> str:
+        if not (self.data_dir / "PG_VERSION").exists():
+            self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+            self.data_dir.mkdir(mode=0o700, exist_ok=True)
+            self._ensure_system_user()
+            self._give_to_system_user(self.data_dir)
+            self._run(
+                "pg_basebackup",
+                "-h",
+                str(self.primary.socket_dir),
+                "-U",
+                PG_USER,
+                "-D",
+                str(self.data_dir),
+                "--write-recovery-conf",
+                "--wal-method=stream",
+                "--checkpoint=fast",
+                "--no-sync",
+                timeout=300,
+            )
+        return super().start()
+
+    def _sql(self, statement: str) -> str:
+        return self._run("psql", "-h", str(self.socket_dir), "-U", PG_USER, "-d", "postgres", "-tAc", statement).stdout.strip()
+
+    def pause_replay(self) -> None:
+        """Keep receiving WAL but stop applying it: the replica falls behind as the primary writes."""
+        self._sql("SELECT pg_wal_replay_pause()")
+
+    def resume_replay(self) -> None:
+        self._sql("SELECT pg_wal_replay_resume()")
+
+    def kill(self) -> None:
+        """Stop at once, without a shutdown checkpoint (as a crashed or unplugged machine would)."""
+        if self.is_running():
+            self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "-t", "60", "stop", timeout=90)
+
+    def caught_up_with(self, lsn: str) -> bool:
+        return self._sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn") == "t"
