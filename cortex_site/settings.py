@@ -462,6 +462,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # At DEBUG this logger prints a missing template variable with the whole template context —
+        # a freshly created token's secret, the CSRF token — so it never logs below INFO.
+        "django.template": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         # The MCP SDK logs every stateless session's end at INFO.
         "mcp": {"level": "WARNING"},
