@@ -217,10 +217,10 @@ def test_redis_refuses_admin_commands_keeps_flushdb_and_its_files_are_private(ho
     for command in (("CONFIG", "GET", "*"), ("CONFIG", "SET", "dir", "/root/.ssh"), ("DEBUG", "SLEEP", "0"), ("FLUSHALL",)):
         with pytest.raises(redis.ResponseError, match="unknown command"):
             client.execute_command(*command)
-    for command in ("MODULE", "REPLICAOF", "SLAVEOF", "MONITOR", "ACL", "SHUTDOWN", "MIGRATE"):
-        assert command in REDIS_DISABLED_COMMANDS
+    for name in ("MODULE", "REPLICAOF", "SLAVEOF", "MONITOR", "ACL", "SHUTDOWN", "MIGRATE"):
+        assert name in REDIS_DISABLED_COMMANDS
         with pytest.raises(redis.ResponseError, match="unknown command"):
-            client.execute_command(command, "HELP" if command in {"MODULE", "ACL"} else "NO")
+            client.execute_command(name, "HELP" if name in {"MODULE", "ACL"} else "NO")
     assert client.get("cortex:search") == b"leadership offsite"
     # Django's cache.clear() empties its own database with FLUSHDB, which stays.
     redis.Redis.from_url(server.url.rsplit("/", 1)[0] + "/1").flushdb()
