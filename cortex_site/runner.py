@@ -40,7 +40,7 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from cortex_site import running
-from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive
+from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive, secure_home
 from cortex_site.env import cortex_home, ensure_secret_key
 from cortex_site.queues import UnknownQueueError, worker_queues
 
@@ -113,6 +113,9 @@ def embedded_services(home: Path, *, durable: bool = True) -> Iterator[dict[str,
     """Start what DATABASE_URL / REDIS_URL do not already point at; stop it again on exit."""
     started: list[EmbeddedPostgres | EmbeddedRedis] = []
     env: dict[str, str] = {}
+    # CORTEX_HOME holds secrets (the secret key, the database password, the Redis state) even when
+    # both services are external: its owner's only, whatever created it.
+    secure_home(home)
     try:
         if not os.environ.get("DATABASE_URL"):
             postgres = EmbeddedPostgres(home / "pg", durable=durable)

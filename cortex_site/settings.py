@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -329,6 +330,7 @@ OAUTH2_PROVIDER = {
     "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
     "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
     "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,  # bearer tokens in the Authorization header only
     "ACCESS_TOKEN_EXPIRE_SECONDS": env_int("CORTEX_OAUTH_ACCESS_TOKEN_SECONDS", 3600, minimum=60),
     "AUTHORIZATION_CODE_EXPIRE_SECONDS": 120,
     "ROTATE_REFRESH_TOKEN": True,
@@ -354,25 +356,68 @@ OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"  # noqa: S1
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"  # noqa: S105 - a model name
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 
-# --- security headers -------------------------------------------------------------------
+# --- transport security (cookies, HSTS, redirects) and security headers ------------------------
+# Decided from the environment, so that `make run` works over plain HTTP on loopback and the same
+# code is strict behind TLS. The choices (README "Security"):
+# - Secure cookies and HSTS by default whenever DEBUG is off; the runner turns them off only when
+#   the public address (CORTEX_BASE_URL) is plain http — a Secure cookie would never come back
+#   over http://127.0.0.1 and nobody could sign in.
+# - SECURE_SSL_REDIRECT by default only when Cortex knows it sits behind a TLS proxy that says so
+#   (BEHIND_TLS_PROXY=1 trusts X-Forwarded-Proto); without that header a redirect would loop.
+# - HSTS preload is the domain owner's (irreversible) choice: SECURE_HSTS_PRELOAD=1.
+_PUBLIC_URL = urlsplit(CORTEX_BASE_URL)
+_LOOPBACK_NAMES = {"127.0.0.1", "localhost", "::1", "[::1]"}
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)
 SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG and not TESTING)
+# No script of ours reads the CSRF cookie: forms carry the token and htmx sends it from the page.
+CSRF_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG and not TESTING)
 SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0 if (DEBUG or TESTING) else 31536000, minimum=0)
 SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
-SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("BEHIND_TLS_PROXY", False) else None
+SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https") if BEHIND_TLS_PROXY else None
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _PUBLIC_URL.scheme == "https" and BEHIND_TLS_PROXY)
+# Load balancers probe the health check over plain http on the inside.
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
 X_FRAME_OPTIONS = "DENY"
 # Debug pages and error e-mails mask passwords inside service URLs too, not only secret-named settings.
 DEFAULT_EXCEPTION_REPORTER_FILTER = "cortex_site.reporting.CredentialMaskingFilter"
+# Scripts only from our own origin (no inline script, no eval: cortex.js and htmx with allowEval off).
+# Styles keep 'unsafe-inline' for the style="" attributes of a few templates (widths of bars).
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "font-src 'self'; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'self'; object-src 'none'"
 )
+
+
+def _silenced_checks() -> list[str]:
+    """Deploy checks that do not apply to how this instance is served, each for a stated reason.
+
+    Only when Cortex answers on loopback alone over plain http (what `make run` does by default:
+    the public address is http://127.0.0.1:PORT and every allowed host is a loopback name) are the
+    HTTPS-only checks moot: no request crosses a network. Served on any other name over http,
+    they stay — that deployment needs TLS.
+    """
+    silenced = [
+        # Preload is an opt-in for the owner of the whole domain (SECURE_HSTS_PRELOAD=1).
+        "security.W021",
+        # http redirect URIs are accepted only to loopback addresses, checked at client
+        # registration (memories/oauth/views.py, RFC 8252 native apps); all others must be https.
+        "oauth2_provider.W008",
+    ]
+    loopback_only = bool(ALLOWED_HOSTS) and all(host in _LOOPBACK_NAMES for host in ALLOWED_HOSTS)
+    if _PUBLIC_URL.scheme == "http" and _PUBLIC_URL.hostname in _LOOPBACK_NAMES and loopback_only:
+        silenced += ["security.W004", "security.W008", "security.W012", "security.W016"]
+    return silenced
+
+
+SILENCED_SYSTEM_CHECKS = _silenced_checks()
 
 # Request bodies: Django raises RequestDataTooBig past this, which the API answers with 413.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CORTEX_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
@@ -464,6 +509,9 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
+        # At DEBUG this logger prints a missing template variable with the whole template context —
+        # a freshly created token's secret, the CSRF token — so it never logs below INFO.
+        "django.template": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         # The MCP SDK logs every stateless session's end at INFO.
         "mcp": {"level": "WARNING"},

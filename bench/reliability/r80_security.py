@@ -1,0 +1,265 @@
+"""Reliability step 80 — security: dependency audit, deploy checks, and how closed the embedded services are.
+
+1. `pip-audit` over the installed environment (PyPI's vulnerability feed): known vulnerabilities
+   per package, and — so that "none found" is never claimed for what could not be looked up —
+   how many dependencies were audited and how many were skipped, and why.
+2. `manage.py check --deploy` with the settings `make run` gives its children (loopback http) and
+   with the settings behind a TLS proxy: every reported check id.
+3. Embedded PostgreSQL and Redis started in a fresh CORTEX_HOME: file modes, password
+   authentication, Redis administrative commands, the user each server runs as, and (when run as
+   root) what a second local user (`nobody`) can open.
+
+Writes section `security` of docs/reliability.md.
+
+    .venv/bin/python bench/reliability/r80_security.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+from reliability.report import write_section  # noqa: E402
+
+PYTHON = sys.executable
+PIP_AUDIT = Path(PYTHON).parent / "pip-audit"
+
+
+# -- 1. dependency audit -------------------------------------------------------------------------------
+def dependency_audit() -> str:
+    command = [str(PIP_AUDIT), "--local", "--format", "json", "--progress-spinner", "off", "--vulnerability-service", "pypi"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    try:
+        report = json.loads(result.stdout)
+    except json.JSONDecodeError:
+        return f"`pip-audit` did not produce a report (exit {result.returncode}): {result.stderr.strip()[-500:]}"
+    dependencies = report.get("dependencies", [])
+    skipped = [dep for dep in dependencies if dep.get("skip_reason")]
+    audited = [dep for dep in dependencies if not dep.get("skip_reason")]
+    vulnerable = [dep for dep in audited if dep.get("vulns")]
+    lines = [
+        f"`pip-audit {' '.join(command[1:])}` (exit {result.returncode}): {len(dependencies)} installed distributions, "
+        f"**{len(audited)} audited, {len(skipped)} skipped**.",
+        "",
+    ]
+    if vulnerable:
+        lines += ["| package | version | vulnerability | fixed in |", "| --- | --- | --- | --- |"]
+        for dep in vulnerable:
+            for vuln in dep["vulns"]:
+                fixed = ", ".join(vuln.get("fix_versions") or []) or "no fix yet"
+                lines.append(f"| {dep['name']} | {dep['version']} | {vuln['id']} | {fixed} |")
+    elif audited:
+        lines.append(f"Known vulnerabilities in the {len(audited)} audited distributions: **none**.")
+    if skipped:
+        reasons = Counter(re.sub(r":\s*\S+ \([^)]*\)$", "", dep["skip_reason"]) for dep in skipped)
+        lines += ["", "Skipped, by reason:"] + [f"- {reason} — {count}" for reason, count in reasons.most_common()]
+        if not audited:
+            lines += [
+                "",
+                "**Nothing could be audited on this machine**: the PyPI it reaches answers the project pages but "
+                "404 for the per-version JSON (`/pypi/<name>/<version>/json`) that carries the vulnerability "
+                "feed, so no statement about known vulnerabilities is made here. On a machine with pypi.org, "
+                "the same command audits every distribution.",
+            ]
+    return "\n".join(lines)
+
+
+# -- 2. deploy checks ------------------------------------------------------------------------------------
+_AS_MAKE_RUN = """
+import os, sys
+from pathlib import Path
+from cortex_site import runner
+runner._one_machine_defaults(Path(os.environ["CORTEX_HOME"]), dev=False)
+os.execv(sys.executable, [sys.executable, "manage.py", "check", "--deploy"])
+"""
+
+
+def deploy_checks() -> str:
+    from cryptography.fernet import Fernet
+
+    variants = {
+        "`make run` (http on loopback)": {},
+        "behind a TLS proxy (`CORTEX_BASE_URL=https://…`, `BEHIND_TLS_PROXY=1`)": {
+            "CORTEX_BASE_URL": "https://cortex.example.com",
+            "BEHIND_TLS_PROXY": "1",
+        },
+    }
+    lines = [
+        "| served as | exit | security / deployment checks reported | drf-spectacular schema warnings |",
+        "| --- | --- | --- | --- |",
+    ]
+    for label, extra in variants.items():
+        home = Path(tempfile.mkdtemp(prefix="cortex-r80-check-"))
+        env = {
+            "PATH": os.environ.get("PATH", ""),
+            "CORTEX_HOME": str(home),
+            "DATABASE_URL": "postgresql://nobody@/nothing",
+            "REDIS_URL": "redis://127.0.0.1:1/0",
+            "CORTEX_CONNECTOR_KEY": Fernet.generate_key().decode(),
+            **extra,
+        }
+        try:
+            result = subprocess.run([PYTHON, "-c", _AS_MAKE_RUN], env=env, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        found = re.findall(r"\(([a-z_]+\.[WE]\d+)\)", result.stdout + result.stderr)
+        ours = sorted({check for check in found if not check.startswith("drf_spectacular.")})
+        schema = sum(1 for check in found if check.startswith("drf_spectacular."))
+        lines.append(f"| {label} | {result.returncode} | {', '.join(ours) or '**none**'} | {schema} |")
+    lines += [
+        "",
+        'Silenced on purpose (cortex_site/settings.py `_silenced_checks`, README "Security"): `security.W021` (HSTS '
+        "preload is the domain owner's opt-in), `oauth2_provider.W008` (http redirect URIs only to loopback, RFC 8252); "
+        "and only when every allowed host is a loopback name over http, the HTTPS-only W004/W008/W012/W016. The "
+        'drf-spectacular warnings are the OpenAPI contract\'s (helper "schema"), not deployment settings.',
+    ]
+    return "\n".join(lines)
+
+
+# -- 3. embedded services --------------------------------------------------------------------------------
+def _mode(path: Path) -> str:
+    return oct(stat.S_IMODE(path.stat().st_mode))[2:].rjust(4, "0")
+
+
+def _as_nobody(code: str) -> str:
+    entry = pwd.getpwnam("nobody")
+    result = subprocess.run(
+        ["/usr/bin/python3", "-I", "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd="/",
+        env={"PATH": "/usr/bin:/bin"},
+        user=entry.pw_uid,
+        group=entry.pw_gid,
+        extra_groups=[],
+    )
+    return result.stdout.strip() or result.stderr.strip()[-200:]
+
+
+def embedded_services() -> str:
+    import psutil
+    import psycopg
+    import redis
+
+    from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis
+
+    home = Path(tempfile.mkdtemp(prefix="r80-", dir="/tmp"))
+    postgres, redis_server = EmbeddedPostgres(home / "pg"), EmbeddedRedis(home / "redis")
+    rows: list[tuple[str, str, str]] = []
+
+    def check(what: str, found: str, ok: bool) -> None:
+        rows.append((what, found, "yes" if ok else "**NO**"))
+
+    try:
+        url = postgres.start()
+        client = redis.Redis.from_url(redis_server.start())
+        client.set("r80:search", "leadership offsite")
+        as_root = os.geteuid() == 0
+        home_mode = _mode(home)
+        check(
+            "CORTEX_HOME mode",
+            home_mode + (" (root:service group)" if as_root else ""),
+            home_mode == ("0710" if as_root else "0700"),
+        )
+        for name in ("pg", "run", "log", "redis"):
+            check(f"{name}/ mode", _mode(home / name), _mode(home / name) == "0700")
+        socket_mode = _mode(home / "run" / ".s.PGSQL.5432")
+        check("PostgreSQL socket file mode", socket_mode, socket_mode == "0700")
+        for name in ("postgres_password", "log/postgres.log", "pg/pg_hba.conf", "redis/redis.conf", "redis/redis.state"):
+            check(f"{name} mode", _mode(home / name), _mode(home / name) == "0600")
+        methods = {
+            line.split()[-1]
+            for line in (home / "pg" / "pg_hba.conf").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        }
+        check("pg_hba.conf methods", ", ".join(sorted(methods)), methods == {"scram-sha-256"})
+        passwordless = url.replace(":" + postgres.password() + "@", "@")
+        try:
+            psycopg.connect(passwordless, connect_timeout=5).close()
+            check("PostgreSQL without the password", "connected", False)
+        except psycopg.OperationalError as exc:
+            check("PostgreSQL without the password", "refused: " + str(exc).strip().rsplit(": ", 1)[-1][:80], True)
+        for command in (("CONFIG", "GET", "*"), ("DEBUG", "SLEEP", "0"), ("FLUSHALL",), ("MODULE", "LIST"), ("SHUTDOWN",)):
+            try:
+                client.execute_command(*command)
+                check(f"Redis {' '.join(command)}", "accepted", False)
+            except redis.ResponseError as exc:
+                check(f"Redis {' '.join(command)}", str(exc).split(",")[0], "unknown command" in str(exc))
+        for label, pid in (("PostgreSQL", postgres._postmaster_pid()), ("Redis", redis_server._pid())):
+            user = psutil.Process(pid).username() if pid else "?"
+            check(f"{label} runs as", user, user != "root")
+        redis_server.stop()
+        for name in ("dump.rdb", "appendonly.aof"):
+            check(f"redis/{name} mode", _mode(home / "redis" / name), _mode(home / "redis" / name) == "0600")
+        if as_root:
+            socket_path = home / "run" / ".s.PGSQL.5432"
+            probe = (
+                "import socket\nresults = []\n"
+                "s = socket.socket(socket.AF_UNIX)\n"
+                f"try:\n    s.connect({str(socket_path)!r}); results.append('socket: OPENED')\n"
+                "except PermissionError:\n    results.append('socket: denied')\n"
+                f"for path in ({str(home / 'postgres_password')!r}, {str(home / 'redis' / 'appendonly.aof')!r}):\n"
+                "    try:\n        open(path, 'rb').read(); results.append(path.rsplit('/', 1)[1] + ': OPENED')\n"
+                "    except PermissionError:\n        results.append(path.rsplit('/', 1)[1] + ': denied')\n"
+                "print('; '.join(results))"
+            )
+            found = _as_nobody(probe)
+            check(
+                "a second local user (nobody) opens the socket / password / AOF",
+                found,
+                "OPENED" not in found and found.count("denied") == 3,
+            )
+        else:
+            rows.append(("a second local user", "not tried: needs root to switch users", "—"))
+    finally:
+        redis_server.stop()
+        postgres.stop()
+        shutil.rmtree(home, ignore_errors=True)
+    failed = sum(1 for row in rows if row[2] == "**NO**")
+    lines = [f"{len(rows)} checks, **{failed} failed**.", "", "| check | found | as required |", "| --- | --- | --- |"]
+    lines += [f"| {what} | {found} | {ok} |" for what, found, ok in rows]
+    return "\n".join(lines)
+
+
+def main() -> int:
+    print("== embedded services", flush=True)
+    services = embedded_services()
+    print("== check --deploy", flush=True)
+    checks = deploy_checks()
+    print("== pip-audit", flush=True)
+    audit = dependency_audit()
+    body = "\n".join(
+        [
+            "### Embedded PostgreSQL and Redis (a fresh CORTEX_HOME)",
+            "",
+            services,
+            "",
+            "### `manage.py check --deploy`",
+            "",
+            checks,
+            "",
+            "### Dependency audit",
+            "",
+            audit,
+        ]
+    )
+    write_section("security", "Security: local isolation, deploy checks, dependency audit", body)
+    print(body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
