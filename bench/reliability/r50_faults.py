@@ -410,6 +410,8 @@ def phase_redis_down(writes: int) -> dict[str, Any]:
 
 
 def phase_disk_full(size_mb: int) -> dict[str, Any]:
+    from urllib.parse import urlsplit
+
     import psycopg
     from recall import database_url
 
@@ -426,7 +428,7 @@ def phase_disk_full(size_mb: int) -> dict[str, Any]:
     if postgres.system_user:
         shutil.chown(space, PG_SYSTEM_USER, PG_SYSTEM_USER)
     url = os.environ["DATABASE_URL"]
-    name = url.rsplit("/", 1)[1].split("?")[0]
+    name = urlsplit(url).path.lstrip("/")
     admin_url = database_url(url, "postgres")
     filler = volume / "filler"
     try:
