@@ -21,9 +21,11 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from audit.context import current_request_id
-from cortex_site.errors import CortexError, ValidationFailed
+from cortex_site.errors import CortexError, ValidationFailed, infrastructure_error
 
 logger = logging.getLogger(__name__)
+# What a 503/507 tells clients to wait: the embedded services restart in seconds.
+RETRY_AFTER_SECONDS = 5
 
 _DRF_CODES: dict[type[exceptions.APIException], str] = {
     exceptions.ParseError: "MALFORMED_REQUEST",
@@ -99,6 +101,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         if wait is not None:
             details["retry_after_seconds"] = int(wait) + 1
         return error_response(exc.status_code, code, str(exc.detail), details, headers)
+    fault = infrastructure_error(exc)
+    if fault is not None:
+        logger.warning("API request failed on an unavailable service: %s", fault.details.get("service"), exc_info=exc)
+        return error_response(
+            fault.status, fault.error_code, fault.message, fault.details, {"Retry-After": str(RETRY_AFTER_SECONDS)}
+        )
     logger.exception("Unhandled error in API view")
     return error_response(
         status.HTTP_500_INTERNAL_SERVER_ERROR,

@@ -84,3 +84,39 @@ class ServiceUnavailable(CortexError):
     status = 503
     error_code = "SERVICE_UNAVAILABLE"
     default_message = "A service Cortex depends on is unavailable; retry shortly."
+
+
+class InsufficientStorage(CortexError):
+    status = 507
+    error_code = "STORAGE_FULL"
+    default_message = "The database has no space left to store this; nothing was saved. Retry once space is freed."
+
+
+# PostgreSQL SQLSTATE 53100 disk_full ("could not extend file ...: No space left on device").
+_DISK_FULL = "53100"
+
+
+def infrastructure_error(exc: BaseException) -> CortexError | None:
+    """The envelope error for a failure of a service Cortex depends on, or None if `exc` is not one.
+
+    PostgreSQL unreachable or dropping the connection (Django's OperationalError/InterfaceError),
+    Redis or the broker unreachable: 503 SERVICE_UNAVAILABLE with Retry-After. A database failure
+    leaves nothing half-written (every multi-step write is one transaction, rolled back); memory
+    writes never fail on the broker (their post-write work is swept up later, see
+    memories.services.post_write). A full database volume: 507 STORAGE_FULL. Anything else is a
+    bug and stays a 500.
+    """
+    from django.db import InterfaceError, OperationalError
+    from kombu.exceptions import OperationalError as BrokerError
+    from redis.exceptions import ConnectionError as RedisConnectionError
+    from redis.exceptions import TimeoutError as RedisTimeoutError
+
+    if isinstance(exc, OperationalError | InterfaceError):
+        if getattr(exc.__cause__, "sqlstate", None) == _DISK_FULL:
+            return InsufficientStorage(details={"service": "database"})
+        return ServiceUnavailable(
+            "The database is unavailable; nothing was changed. Retry shortly.", details={"service": "database"}
+        )
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | BrokerError):
+        return ServiceUnavailable("Redis is unavailable; retry shortly.", details={"service": "redis"})
+    return None

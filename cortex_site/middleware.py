@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from http import HTTPStatus
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from cortex_site.api import error_body
+from cortex_site.api import RETRY_AFTER_SECONDS, error_body
+from cortex_site.errors import infrastructure_error
+
+logger = logging.getLogger(__name__)
 
 _API_PREFIX = "/api/"
 _CODES = {
@@ -65,6 +69,39 @@ class ApiErrorMiddleware:
             if header in response:
                 json_response[header] = response[header]
         return json_response
+
+
+class ServiceUnavailableMiddleware:
+    """A view that fails because PostgreSQL or Redis is unavailable answers 503 (507 when the
+    database volume is full) with Retry-After — the JSON envelope under /api/, a
+    standalone page elsewhere — instead of a 500 that reads like a bug. DRF views answer the same
+    through cortex_site.api.exception_handler; this covers everything else.
+    """
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        return self.get_response(request)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        fault = infrastructure_error(exception)
+        if fault is None:
+            return None
+        logger.warning("request failed on an unavailable service: %s", fault.details.get("service"), exc_info=exception)
+        response: HttpResponse
+        if request.path.startswith(_API_PREFIX):
+            response = JsonResponse(error_body(fault.error_code, fault.message, fault.details), status=fault.status)
+        else:
+            # No context processors and no database: what failed may be what they need.
+            from django.template import loader
+
+            page = loader.get_template("errors/503.html").render(
+                {"request_id": getattr(request, "request_id", ""), "status": fault.status, "message": fault.message}
+            )
+            response = HttpResponse(page, status=fault.status)
+        response["Retry-After"] = str(RETRY_AFTER_SECONDS)
+        return response
 
 
 class MethodNotAllowedPageMiddleware:

@@ -133,6 +133,7 @@ MIDDLEWARE = [
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "cortex_site.middleware.ApiErrorMiddleware",
+    "cortex_site.middleware.ServiceUnavailableMiddleware",
     "cortex_site.middleware.MethodNotAllowedPageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -230,8 +231,11 @@ _REDIS_DB_BASE = 3 * (int(_xdist_worker[2:]) + 1) if _xdist_worker.startswith("g
 
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        # Redis down degrades to "no cache" instead of failing every request (cortex_site/cache.py).
+        "BACKEND": "cortex_site.cache.FailSoftRedisCache",
         "LOCATION": _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_CACHE_REDIS_DB", 1, minimum=0)),
+        # A stopped or hung Redis costs a request at most a second, not a hang.
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         "KEY_PREFIX": "cortex",
         "TIMEOUT": 300,
     }
@@ -255,7 +259,15 @@ CELERY_BEAT_SCHEDULE = {
     "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
     "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
     "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
+    # Memories whose post-write work (conflicts, entities) was never enqueued or never finished.
+    "sweep-post-write": {
+        "task": "memories.sweep_post_write",
+        "schedule": float(env_int("CORTEX_POST_WRITE_SWEEP_SECONDS", 120, minimum=5)),
+    },
 }
+# The sweep takes memories still pending this long after their last change, this many per run.
+CORTEX_POST_WRITE_GRACE_SECONDS = env_int("CORTEX_POST_WRITE_GRACE_SECONDS", 300, minimum=0)
+CORTEX_POST_WRITE_SWEEP_BATCH = env_int("CORTEX_POST_WRITE_SWEEP_BATCH", 500, minimum=1)
 # A (non-urgent) redaction keeps the removed words this many days so an admin can restore it.
 CORTEX_REDACTION_HOLD_DAYS = env_int("CORTEX_REDACTION_HOLD_DAYS", 7, minimum=0)
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.

@@ -34,13 +34,32 @@ PURGE_BATCH = 500
     max_retries=3,
 )
 def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
-    from memories.services.post_write import run_post_write
+    from memories.services.post_write import post_write_done, run_post_write
 
     outcomes = run_post_write(memory_id)
-    if RETRY in outcomes.values() and self.request.retries < self.max_retries:
-        # Every step is idempotent, so running them all again is safe.
-        raise self.retry(countdown=min(300, 10 * 2**self.request.retries))
+    if RETRY in outcomes.values():
+        if self.request.retries < self.max_retries:
+            # Every step is idempotent, so running them all again is safe.
+            raise self.retry(countdown=min(300, 10 * 2**self.request.retries))
+        return outcomes  # still pending: the sweep takes it up again later
+    # Done, including a step that failed for good (logged with its traceback; running it again would not help).
+    post_write_done(memory_id)
     return outcomes
+
+
+@shared_task(name="memories.sweep_post_write", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def sweep_post_write() -> int:
+    """Beat: enqueue the post-write work of memories that missed it (Redis was down at their write,
+    or a worker died holding the task); bounded per run, so a long outage drains over a few runs."""
+    from django.conf import settings
+
+    from memories.services.post_write import post_write_sweep
+
+    return len(
+        post_write_sweep(
+            batch_size=settings.CORTEX_POST_WRITE_SWEEP_BATCH, grace_seconds=settings.CORTEX_POST_WRITE_GRACE_SECONDS
+        )
+    )
 
 
 @shared_task(

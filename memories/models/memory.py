@@ -66,6 +66,10 @@ class Memory(models.Model):
     redacted_at = models.DateTimeField(null=True, blank=True)
     redacted_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     redaction_reason = models.TextField(blank=True, default="")
+    # True from the write's own transaction until the post-write work (conflict detection, entity
+    # extraction) has run: a memory whose task was never enqueued (Redis down), or was lost with a
+    # killed worker, is found by the periodic sweep (memories.sweep_post_write) and processed then.
+    post_write_pending = models.BooleanField(default=True)
 
     class Meta:
         constraints = [
@@ -87,6 +91,12 @@ class Memory(models.Model):
             models.Index(fields=["organization", "status", "-created_at"], name="memory_org_recent"),
             models.Index(fields=["organization", "scope", "content_hash"], name="memory_scope_hash"),
             GinIndex(fields=["tags"], name="memory_tags"),
+            # The sweep's scan: small, since almost every memory has had its post-write work.
+            models.Index(
+                fields=["updated_at"],
+                name="memory_post_write_pending",
+                condition=Q(post_write_pending=True, status="active"),
+            ),
         ]
 
     def __str__(self) -> str:

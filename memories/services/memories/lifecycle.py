@@ -30,7 +30,7 @@ from memories.services.memories.pipeline import (
     retire,
 )
 from memories.services.memories.validation import check_validity, clean_category, clearance_rank_of, derive_title, normalise_tags
-from memories.tasks import after_memory_write
+from memories.services.post_write import post_write_enqueue
 
 REDACTED_TITLE = "[redacted]"
 REDACTED_CONTENT = "[This memory was redacted.]"
@@ -125,7 +125,7 @@ def memory_activate_proposal(*, memory_id: Any, actor: Actor, reason: str, detai
             target_id=memory_id,
             details={"reason": reason, **(details or {})},
         )
-        transaction.on_commit(lambda: after_memory_write.delay(str(memory_id)))
+        transaction.on_commit(lambda: post_write_enqueue(memory_id))
 
 
 def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str, Any]) -> WriteResult:
@@ -328,6 +328,7 @@ def memory_restore(*, principal: Principal, memory_id: Any) -> Memory:
             redacted_by=None,
             redaction_reason="",
             updated_at=timezone.now(),
+            post_write_pending=True,  # its chunks are new: conflicts and entities run again
         )
         held.delete()
         memory.refresh_from_db()
@@ -341,7 +342,7 @@ def memory_restore(*, principal: Principal, memory_id: Any) -> Memory:
             details={"status": memory.status, "redaction": redaction, "chunks": len(chunks)},
         )
         if memory.status == Memory.Status.ACTIVE:
-            transaction.on_commit(lambda: after_memory_write.delay(str(memory.pk)))
+            transaction.on_commit(lambda: post_write_enqueue(memory.pk))
     return memory
 
 

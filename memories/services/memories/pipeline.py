@@ -36,7 +36,7 @@ from memories.services.memories.validation import (
     derive_title,
     normalise_tags,
 )
-from memories.tasks import after_memory_write
+from memories.services.post_write import post_write_enqueue
 
 
 @dataclass(frozen=True)
@@ -436,4 +436,5 @@ def retire(old: Memory, *, release_external_id: bool = True) -> None:
 
 
 def _enqueue_post_write(memory_id: Any) -> None:
-    after_memory_write.delay(str(memory_id))
+    # Never fails the write: a memory whose task could not be enqueued stays pending for the sweep.
+    post_write_enqueue(memory_id)
