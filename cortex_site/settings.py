@@ -122,6 +122,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "audit.middleware.RequestIdMiddleware",
+    # Before anything that reads the body (CSRF reads POST): an oversized one is refused unread.
+    "cortex_site.body_limits.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -331,6 +333,13 @@ CONTENT_SECURITY_POLICY = (
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CORTEX_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 CORTEX_MAX_UPLOAD_BYTES = env_int("CORTEX_MAX_UPLOAD_BYTES", 10 * 1024 * 1024, minimum=1024)
+# A request to an upload address carries one file (the page's script sends one per request) and its
+# form fields; anything longer is refused from its Content-Length, before a byte is read.
+CORTEX_UPLOAD_PATHS = ("/memories/upload/", "/briefs/new/", "/briefs/extract/", "/api/memories/extract-decisions")
+# Parsing a .docx/.pdf runs in a child process with this much address space and CPU time.
+CORTEX_EXTRACT_MEMORY_MB = env_int("CORTEX_EXTRACT_MEMORY_MB", 768, minimum=128)
+CORTEX_EXTRACT_SECONDS = env_int("CORTEX_EXTRACT_SECONDS", 20, minimum=1)
+CORTEX_MAX_PDF_PAGES = env_int("CORTEX_MAX_PDF_PAGES", 500, minimum=1)
 
 # --- i18n / static --------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
