@@ -18,6 +18,7 @@ Limits: an upload address (CORTEX_UPLOAD_PATHS) takes one file of CORTEX_MAX_UPL
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
@@ -121,8 +122,21 @@ def _declared_length(scope: Scope) -> int | None:
     return None
 
 
+async def _refused_rest() -> Message:
+    """What Django's disconnect listener gets after a refused body: nothing, until it is cancelled
+    when the answer is sent. Asking the server for more would read the body we refuse to read."""
+    await asyncio.get_running_loop().create_future()
+    raise AssertionError("unreachable: the future above never completes")
+
+
 def _empty_body(receive: Receive) -> Receive:
+    given = False
+
     async def empty() -> Message:
+        nonlocal given
+        if given:
+            return await _refused_rest()
+        given = True
         return {"type": "http.request", "body": b"", "more_body": False}
 
     return empty
@@ -130,10 +144,12 @@ def _empty_body(receive: Receive) -> Receive:
 
 def _counted(scope: Scope, receive: Receive, limit: int) -> Receive:
     seen = 0
-    finished = False
+    finished = refused = False
 
     async def counted() -> Message:
-        nonlocal seen, finished
+        nonlocal seen, finished, refused
+        if refused:
+            return await _refused_rest()
         if finished:
             return await receive()  # after the body: only http.disconnect is left to wait for
         message = await receive()
@@ -143,7 +159,7 @@ def _counted(scope: Scope, receive: Receive, limit: int) -> Receive:
         if seen > limit:
             # Stop here: what was passed on is at most `limit` bytes; the rest is never read.
             scope[SCOPE_KEY] = seen
-            finished = True
+            refused = True
             return {"type": "http.request", "body": b"", "more_body": False}
         finished = not message.get("more_body", False)
         return message

@@ -121,7 +121,7 @@ def _mismatch(name: str, expected: str, extension: str, found: tuple[str, str]) 
 
 def check_text_content(name: str, extension: str, data: bytes) -> None:
     """A .txt/.md file whose bytes are a known binary format is refused (before decoding it)."""
-    found = sniff(data[:4096])
+    found = sniff(data)
     if found is not None:
         raise _mismatch(name, "text", extension, found)
 
@@ -233,7 +233,7 @@ def _docx(name: str, data: bytes, max_chars: int) -> Extracted:
 
     kind = "a Word document (.docx)"
     if not data.startswith(b"PK\x03\x04"):
-        found = sniff(data[:4096])
+        found = sniff(data)
         raise _mismatch(name, "a Word document", ".docx", found) if found else _corrupt(name, kind)
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
@@ -339,12 +339,30 @@ def _drop(element: Any) -> None:
 
 
 # -- PDF ------------------------------------------------------------------------------------
+def _declared_pages(reader: Any) -> int:
+    try:
+        count = reader.trailer["/Root"]["/Pages"].get("/Count", 0)
+        return int(count)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0  # no usable /Count: the real count decides
+
+
+def _check_pages(name: str, count: int, max_pages: int) -> None:
+    if count > max_pages:
+        raise ExtractionRefused(
+            413,
+            "TOO_MANY_PAGES",
+            f"{name} has {count:,} pages; Cortex reads PDFs of up to {max_pages:,} pages. Split it into smaller documents.",
+            {"filename": name, "pages": count, "limit": max_pages},
+        )
+
+
 def _pdf(name: str, data: bytes, max_chars: int, max_pages: int) -> Extracted:
     from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError, PyPdfError
+    from pypdf.errors import FileNotDecryptedError, LimitReachedError, PyPdfError
 
     if b"%PDF-" not in data[:1024]:
-        found = sniff(data[:4096])
+        found = sniff(data)
         raise _mismatch(name, "a PDF document", ".pdf", found) if found else _corrupt(name, "a PDF")
     encrypted = ExtractionRefused(
         400, "ENCRYPTED_FILE", f"{name} is password-protected; remove the password and try again.", {"filename": name}
@@ -353,14 +371,11 @@ def _pdf(name: str, data: bytes, max_chars: int, max_pages: int) -> Extracted:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise encrypted
+        # The page tree's own /Count first: one object, where counting the pages resolves every one
+        # of them (about 1.5 ms a page in pypdf). A /Count that lies is caught by the real count.
+        _check_pages(name, _declared_pages(reader), max_pages)
         count = len(reader.pages)
-        if count > max_pages:
-            raise ExtractionRefused(
-                413,
-                "TOO_MANY_PAGES",
-                f"{name} has {count:,} pages; Cortex reads PDFs of up to {max_pages:,} pages. Split it into smaller documents.",
-                {"filename": name, "pages": count, "limit": max_pages},
-            )
+        _check_pages(name, count, max_pages)
         metadata = reader.metadata
         title = str(metadata.title or "") if metadata is not None else ""
         pages: list[str] = []
@@ -373,6 +388,15 @@ def _pdf(name: str, data: bytes, max_chars: int, max_pages: int) -> Extracted:
             pages.append(text)
     except FileNotDecryptedError as exc:
         raise encrypted from exc
+    except LimitReachedError as exc:
+        # pypdf's own decompression-bomb guard (a stream inflating past its output limit).
+        raise ExtractionRefused(
+            413,
+            "DOCUMENT_TOO_COMPLEX",
+            f"{name} holds a compressed stream that inflates past what Cortex reads (a decompression bomb, "
+            "or a page far larger than documents have).",
+            {"filename": name},
+        ) from exc
     except (PyPdfError, ValueError, KeyError, IndexError, TypeError, AttributeError, zlib.error, RecursionError) as exc:
         # pypdf raises plain ValueError/KeyError/TypeError on malformed objects, not only its own errors.
         raise _corrupt(name, "a PDF") from exc
