@@ -371,8 +371,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "cortex_site.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["cortex_site.api.PrincipalRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"principal": env_str("CORTEX_API_RATE", "1200/min")},
+    "DEFAULT_THROTTLE_CLASSES": ["cortex_site.api.PrincipalRateThrottle", "cortex_site.api.AddressRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "principal": env_str("CORTEX_API_RATE", "1200/min"),
+        "address": env_str("CORTEX_API_RATE_PER_ADDRESS", "6000/min"),
+    },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {
