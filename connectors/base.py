@@ -70,6 +70,8 @@ class Source:
     default_interval_minutes: ClassVar[int] = 15
     push: ClassVar[bool] = False
     pull: ClassVar[bool] = True
+    # Headers every genuine delivery carries; a signed request without one is refused (MISSING_HEADER).
+    delivery_headers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, connector: Connector) -> None:
         self.connector = connector

@@ -162,6 +162,17 @@ class CortexCursorPagination(CursorPagination):
         }
 
 
+def _client_address(request: Request) -> str:
+    """The audited client address (X-Forwarded-For only from CORTEX_TRUSTED_PROXIES).
+
+    DRF's own get_ident believes any X-Forwarded-For when NUM_PROXIES is unset, so a caller could
+    pick a fresh address, and a fresh budget, with every request.
+    """
+    from audit.middleware import client_ip
+
+    return client_ip(getattr(request, "_request", request)) or "unknown"
+
+
 class PrincipalRateThrottle(SimpleRateThrottle):
     """One budget per token, per signed-in user, or per IP for anonymous calls.
 
@@ -169,6 +180,9 @@ class PrincipalRateThrottle(SimpleRateThrottle):
     """
 
     scope = "principal"
+
+    def get_ident(self, request: Request) -> str:
+        return _client_address(request)
 
     def get_cache_key(self, request: Request, view: Any) -> str | None:
         if request.auth is not None and hasattr(request.auth, "pk"):
@@ -178,6 +192,17 @@ class PrincipalRateThrottle(SimpleRateThrottle):
         else:
             ident = f"ip:{self.get_ident(request)}"
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class AddressRateThrottle(SimpleRateThrottle):
+    """One budget per client address, whoever calls: many tokens or accounts used from one place
+    share it. Generous by default (CORTEX_API_RATE_PER_ADDRESS), since a NAT puts a whole office
+    behind one address."""
+
+    scope = "address"
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        return self.cache_format % {"scope": self.scope, "ident": _client_address(request)}
 
 
 @dataclass(frozen=True)

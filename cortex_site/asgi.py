@@ -11,18 +11,23 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
 
 from django.core.asgi import get_asgi_application
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
+if TYPE_CHECKING:
+    from cortex_site.body_limits import BodyLimitASGI
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
 
 
-def create_application() -> Starlette:
+def create_application() -> BodyLimitASGI:
     """A fresh application (the SDK's session manager runs once per instance; tests build their own)."""
     django_app = get_asgi_application()  # sets Django up, so the MCP modules below can import models
 
+    from cortex_site.body_limits import BodyLimitASGI
     from memories.mcp.endpoint import build_endpoint
 
     mcp = build_endpoint()
@@ -34,7 +39,9 @@ def create_application() -> Starlette:
 
     routes = [Route(path, endpoint=mcp.app) for path in mcp.paths]
     # django-stubs types ASGIHandler.__call__ more narrowly than Starlette's ASGIApp; it is one.
-    return Starlette(routes=[*routes, Mount("/", app=django_app)], lifespan=lifespan)  # type: ignore[arg-type]
+    app = Starlette(routes=[*routes, Mount("/", app=django_app)], lifespan=lifespan)  # type: ignore[arg-type]
+    # Oversized bodies are refused before Django (or the MCP SDK) reads them whole.
+    return BodyLimitASGI(app, direct_paths=mcp.paths)  # type: ignore[arg-type]
 
 
 application = create_application()

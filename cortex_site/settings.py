@@ -129,6 +129,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "audit.middleware.RequestIdMiddleware",
     "cortex_site.db_router.ReplicaRoutingMiddleware",
+    # Before anything that reads the body (CSRF reads POST): an oversized one is refused unread.
+    "cortex_site.body_limits.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -435,6 +437,13 @@ SILENCED_SYSTEM_CHECKS = _silenced_checks()
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("CORTEX_MAX_BODY_BYTES", 2 * 1024 * 1024, minimum=1024)
 FILE_UPLOAD_MAX_MEMORY_SIZE = DATA_UPLOAD_MAX_MEMORY_SIZE
 CORTEX_MAX_UPLOAD_BYTES = env_int("CORTEX_MAX_UPLOAD_BYTES", 10 * 1024 * 1024, minimum=1024)
+# A request to an upload address carries one file (the page's script sends one per request) and its
+# form fields; anything longer is refused from its Content-Length, before a byte is read.
+CORTEX_UPLOAD_PATHS = ("/memories/upload/", "/briefs/new/", "/briefs/extract/", "/api/memories/extract-decisions")
+# Parsing a .docx/.pdf runs in a child process with this much address space and CPU time.
+CORTEX_EXTRACT_MEMORY_MB = env_int("CORTEX_EXTRACT_MEMORY_MB", 768, minimum=128)
+CORTEX_EXTRACT_SECONDS = env_int("CORTEX_EXTRACT_SECONDS", 20, minimum=1)
+CORTEX_MAX_PDF_PAGES = env_int("CORTEX_MAX_PDF_PAGES", 500, minimum=1)
 
 # --- i18n / static --------------------------------------------------------------------------
 LANGUAGE_CODE = "en-us"
@@ -466,8 +475,11 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "cortex_site.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["cortex_site.api.PrincipalRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"principal": env_str("CORTEX_API_RATE", "1200/min")},
+    "DEFAULT_THROTTLE_CLASSES": ["cortex_site.api.PrincipalRateThrottle", "cortex_site.api.AddressRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {
+        "principal": env_str("CORTEX_API_RATE", "1200/min"),
+        "address": env_str("CORTEX_API_RATE_PER_ADDRESS", "6000/min"),
+    },
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
 }
 SPECTACULAR_SETTINGS = {

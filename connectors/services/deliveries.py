@@ -3,11 +3,20 @@ turns the stored payload into memories through the same upsert as a sync page.
 
 The signature is checked on the raw body before anything is parsed. A delivery id seen before
 is answered as a success and does nothing, so a source's retries never duplicate a memory.
+
+Refusals, in the order they are checked (each audited as `webhook.reject` with its reason, and
+nothing else written): an unknown connector, or a kind without webhooks, 404 (no organization to
+audit it in); a body over CORTEX_MAX_BODY_BYTES 413 PAYLOAD_TOO_LARGE, before it is read; a bad,
+missing or stale signature 401 INVALID_SIGNATURE; a header the source always sends missing 400
+MISSING_HEADER; a content type other than JSON 415 UNSUPPORTED_MEDIA_TYPE; a body that is not a
+JSON object 400 MALFORMED_REQUEST.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -20,11 +29,11 @@ from audit.services import Actor, record
 from connectors.base import ParsedDelivery
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
-from connectors.registry import SOURCES, source_for
+from connectors.registry import SOURCES, source_class, source_for
 from connectors.services import backoff
 from connectors.services.connectors import connector_set_error
 from connectors.services.sync import _apply_counts, _connector_lock, upsert_items
-from cortex_site.errors import CortexError, NotFound
+from cortex_site.errors import CortexError, NotFound, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 
 logger = logging.getLogger(__name__)
 
@@ -48,35 +57,84 @@ def _webhook_actor(connector: Connector) -> Actor:
 
 
 def _connector(kind: str, connector_id: Any) -> Connector:
-    import uuid
-
     try:
         pk = uuid.UUID(str(connector_id))
     except ValueError:
         raise NotFound("No such webhook.") from None
-    connector = Connector.objects.filter(pk=pk, kind=kind).first() if kind in SOURCES else None
+    # A kind that takes no webhooks has no webhook address, even for a connector that exists.
+    connector = Connector.objects.filter(pk=pk, kind=kind).first() if kind in SOURCES and source_class(kind).push else None
     if connector is None:
         raise NotFound("No such webhook.")
     return connector
 
 
+def _reject(connector: Connector, error: CortexError) -> CortexError:
+    """Audit a refused delivery against its connector; the caller raises the error returned."""
+    record(
+        "webhook.reject",
+        organization=connector.organization_id,
+        actor=_webhook_actor(connector),
+        target_type="connector",
+        target_id=connector.pk,
+        outcome=AuditEvent.Outcome.DENIED,
+        details={"kind": connector.kind, "error_code": error.error_code, "reason": error.message},
+    )
+    return error
+
+
+def delivery_refuse_oversized(*, kind: str, connector_id: Any, size: int, limit: int) -> None:
+    """A body over the limit, refused (and audited) without reading it: always raises."""
+    connector = _connector(kind, connector_id)
+    raise _reject(
+        connector,
+        PayloadTooLarge(
+            f"The delivery is {size:,} bytes; this webhook accepts at most {limit:,}.", details={"size": size, "limit": limit}
+        ),
+    )
+
+
+def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -> None:
+    """After the signature: the headers the source always sends, a JSON content type, a JSON object."""
+    source = source_class(connector.kind)
+    missing = [name for name in source.delivery_headers if not (headers.get(name) or "").strip()]
+    if missing:
+        raise _reject(
+            connector,
+            ValidationFailed(
+                f"The delivery lacks the {', '.join(missing)} header{'s' if len(missing) > 1 else ''} "
+                f"{source.label} always sends.",
+                error_code="MISSING_HEADER",
+                details={"missing": missing},
+            ),
+        )
+    media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+    if media_type != "application/json":
+        raise _reject(
+            connector,
+            UnsupportedMediaType(
+                f"Deliveries must be application/json, not {media_type or 'a body without a content type'}; "
+                "set the webhook's content type to JSON at the source.",
+                details={"content_type": media_type},
+            ),
+        )
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        payload = None
+    if not isinstance(payload, dict):
+        raise _reject(connector, ValidationFailed("The delivery body is not a JSON object.", error_code="MALFORMED_REQUEST"))
+
+
 def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str], body: bytes) -> DeliveryAnswer:
-    """Everything a webhook view does; raises NotFound (unknown connector) or SignatureRejected (401)."""
+    """Everything a webhook view does once the body is read (within its limit); raises NotFound
+    (unknown connector or kind), SignatureRejected (401) or the refusals of `_check_body`."""
     connector = _connector(kind, connector_id)
     source = source_for(connector)
     try:
         source.verify_delivery(headers=headers, body=body)
     except InvalidSignature as exc:
-        record(
-            "webhook.reject",
-            organization=connector.organization_id,
-            actor=_webhook_actor(connector),
-            target_type="connector",
-            target_id=connector.pk,
-            outcome=AuditEvent.Outcome.DENIED,
-            details={"kind": kind, "reason": exc.message},
-        )
-        raise SignatureRejected(exc.message) from None
+        raise _reject(connector, SignatureRejected(exc.message)) from None
+    _check_body(connector, headers, body)
     parsed = source.parse_delivery(headers=headers, body=body)
     if parsed.immediate_response is not None:
         return DeliveryAnswer(200, parsed.immediate_response)

@@ -4,23 +4,28 @@
 and tables in document order) and .pdf (the text layer of every page). It never runs OCR:
 a PDF without a text layer is refused with NO_TEXT rather than stored empty.
 
+Untrusted bytes are bounded at every step (see `extraction` for the checks): the size before
+anything is read, a .docx's zip entries before anything is decompressed, a PDF's page count
+before any page is read, the text as it is collected; and .docx/.pdf parsing runs in a child
+process limited to CORTEX_EXTRACT_MEMORY_MB of address space and CORTEX_EXTRACT_SECONDS of time.
+
 Errors are CortexErrors, so every interface reports them the same way:
-UNSUPPORTED_FILE_TYPE (415), FILE_TOO_LARGE (413), NOT_UTF8, CORRUPT_FILE, ENCRYPTED_FILE,
-NO_TEXT and EMPTY_CONTENT (400).
+UNSUPPORTED_FILE_TYPE and CONTENT_MISMATCH (415); FILE_TOO_LARGE, DOCUMENT_TOO_COMPLEX,
+TOO_MANY_PAGES and TEXT_TOO_LONG (413); DOCUMENT_TOO_HEAVY (422, the memory or time limit);
+NOT_UTF8, CORRUPT_FILE, ENCRYPTED_FILE, NO_TEXT and EMPTY_CONTENT (400).
 """
 
 from __future__ import annotations
 
-import io
 import re
-import zipfile
-import zlib
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from django.conf import settings
 
-from cortex_site.errors import PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from cortex_site.errors import CortexError, PayloadTooLarge, Unprocessable, UnsupportedMediaType, ValidationFailed
+from memories.services import extraction
+from memories.services.bounded import LimitExceeded, run_bounded
 
 SUPPORTED_EXTENSIONS = (".txt", ".md", ".docx", ".pdf")
 TITLE_MAX_CHARS = 200
@@ -57,12 +62,23 @@ def extract_text(filename: str, data: bytes) -> ExtractedDocument:
         )
     check_size(name, len(data))
     fallback = PurePath(name).stem.strip() or name
-    if extension == ".docx":
-        title, text, kind = *_docx(name, data), "docx"
-    elif extension == ".pdf":
-        title, text, kind = *_pdf(name, data), "pdf"
+    if extension in (".docx", ".pdf"):
+        extracted = _bounded_extract(name, extension, data)
+        title, text, kind = extracted.title, extracted.text, extension[1:]
     else:
+        try:
+            extraction.check_text_content(name, extension, data)
+        except extraction.ExtractionRefused as refused:
+            raise _as_cortex_error(refused) from None
         text = _decode_utf8(name, data)
+        if len(text) > settings.CORTEX_MAX_CONTENT_CHARS:
+            limit = settings.CORTEX_MAX_CONTENT_CHARS
+            raise PayloadTooLarge(
+                f"{name} holds {len(text):,} characters of text; one memory holds at most {limit:,}. "
+                "Split it into smaller documents.",
+                error_code="TEXT_TOO_LONG",
+                details={"filename": name, "limit": limit},
+            )
         kind = "markdown" if extension == ".md" else "text"
         title = _markdown_title(text) if kind == "markdown" else _first_line(text)
     text = _tidy(text)
@@ -128,74 +144,37 @@ def _corrupt(name: str, kind: str) -> ValidationFailed:
     )
 
 
-# -- Word -----------------------------------------------------------------------------------
-def _docx(name: str, data: bytes) -> tuple[str, str]:
-    from docx import Document
-    from docx.opc.exceptions import OpcError
-    from docx.table import Table
-    from lxml.etree import LxmlError
+# -- Word and PDF: parsed in a bounded child process ------------------------------------------
+_BY_STATUS: dict[int, type[CortexError]] = {
+    400: ValidationFailed,
+    413: PayloadTooLarge,
+    415: UnsupportedMediaType,
+    422: Unprocessable,
+}
 
+
+def _as_cortex_error(refused: extraction.ExtractionRefused) -> CortexError:
+    """The child's refusal as the domain error every interface renders."""
+    kind = _BY_STATUS.get(refused.status, ValidationFailed)
+    return kind(refused.message, error_code=refused.error_code, details=refused.details)
+
+
+def _bounded_extract(name: str, extension: str, data: bytes) -> extraction.Extracted:
+    memory_mb = settings.CORTEX_EXTRACT_MEMORY_MB
+    seconds = settings.CORTEX_EXTRACT_SECONDS
+    args = (name, extension, data, settings.CORTEX_MAX_CONTENT_CHARS, settings.CORTEX_MAX_PDF_PAGES)
     try:
-        document = Document(io.BytesIO(data))
-        title = document.core_properties.title or ""
-        blocks: list[str] = []
-        for block in document.iter_inner_content():
-            if isinstance(block, Table):
-                blocks.append(_docx_table(block))
-            else:
-                blocks.append(block.text)
-    except (OpcError, zipfile.BadZipFile, KeyError, ValueError, LxmlError) as exc:
-        raise _corrupt(name, "a Word document (.docx)") from exc
-    return title, "\n\n".join(b.strip() for b in blocks if b.strip())
-
-
-def _docx_table(table: object) -> str:
-    """One line per row, cells separated by ' | '; a merged cell is written once."""
-    lines = []
-    for row in table.rows:  # type: ignore[attr-defined]
-        cells: list[str] = []
-        previous = None
-        for cell in row.cells:
-            if cell._tc is previous:  # merged cells repeat the same element
-                continue
-            previous = cell._tc
-            cells.append(" ".join(cell.text.split()))
-        if any(cells):
-            lines.append(" | ".join(cells))
-    return "\n".join(lines)
-
-
-# -- PDF ------------------------------------------------------------------------------------
-def _pdf(name: str, data: bytes) -> tuple[str, str]:
-    from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError, PyPdfError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        if reader.is_encrypted and not reader.decrypt(""):
-            raise ValidationFailed(
-                f"{name} is password-protected; remove the password and try again.",
-                error_code="ENCRYPTED_FILE",
-                details={"filename": name},
-            )
-        metadata = reader.metadata
-        title = str(metadata.title or "") if metadata is not None else ""
-        pages = [page.extract_text() or "" for page in reader.pages]
-    except FileNotDecryptedError as exc:
-        raise ValidationFailed(
-            f"{name} is password-protected; remove the password and try again.",
-            error_code="ENCRYPTED_FILE",
-            details={"filename": name},
-        ) from exc
-    except (PyPdfError, ValueError, KeyError, IndexError, TypeError, zlib.error) as exc:
-        # pypdf raises plain ValueError/KeyError/TypeError on malformed objects, not only its own errors.
-        raise _corrupt(name, "a PDF") from exc
-    text = "\n\n".join(page.strip() for page in pages if page.strip())
-    if pages and not text:
-        raise ValidationFailed(
-            f"{name} has no extractable text ({len(pages)} page{'s' if len(pages) != 1 else ''} of images, probably a scan). "
-            "OCR is not supported: export the document with its text layer, or paste the text instead.",
-            error_code="NO_TEXT",
-            details={"filename": name, "pages": len(pages)},
+        result: extraction.Extracted = run_bounded(
+            extraction.extract_document, args, memory_bytes=memory_mb * 1024 * 1024, cpu_seconds=seconds, wall_seconds=seconds + 2
         )
-    return title, text
+    except extraction.ExtractionRefused as refused:
+        raise _as_cortex_error(refused) from None
+    except LimitExceeded as exceeded:
+        limit = {"memory": f"{memory_mb} MB of memory", "time": f"{seconds} s"}.get(exceeded.reason, "the reader's limits")
+        raise Unprocessable(
+            f"{name} could not be read within {limit}; it is too complex for Cortex to extract. "
+            "Save it again as a simpler document (or as text) and retry.",
+            error_code="DOCUMENT_TOO_HEAVY",
+            details={"filename": name, "limit": exceeded.reason},
+        ) from None
+    return result

@@ -58,6 +58,7 @@ class GitHubSource(Source):
     default_first_run_days: ClassVar[int | None] = None  # no backfill: merged PRs from now on
     default_interval_minutes: ClassVar[int] = 5
     push: ClassVar[bool] = True
+    delivery_headers: ClassVar[tuple[str, ...]] = ("X-GitHub-Event", "X-GitHub-Delivery")
     pull: ClassVar[bool] = True
 
     # -- configuration ---------------------------------------------------------------------------
