@@ -22,9 +22,11 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
     The order: the scope given → the token's default scope (set when an agent was connected) →
     the organization's rule for the source → public-docs.
 
-    A scope the principal cannot read is reported exactly like a missing one (UNKNOWN_SCOPE),
-    so granted scopes do not leak their existence. A rule never widens: when the rule's scope
-    is not writable the write is refused rather than moved to a broader scope.
+    A scope the principal cannot read is reported exactly like a missing one (UNKNOWN_SCOPE, 400),
+    whether it was named or chosen by a rule or the token's default, so granted scopes do not leak
+    their existence (the built-in GitHub → engineering rule skips an engineering the writer cannot
+    see, as in an organization without one). A rule never widens: when the rule's scope is readable
+    but not writable the write is refused rather than moved to a broader scope.
     """
     if explicit:
         scope = Scope.objects.filter(organization_id=principal.organization_id, slug=explicit).first()
@@ -35,6 +37,14 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
         scope, resolution = principal.token.default_scope, ScopeResolution.TOKEN_DEFAULT
     else:
         scope, resolution = _scope_by_rule(principal, source)
+    if not principal.can_read_scope(scope):
+        # A rule (or a token's default) may point at a scope this writer cannot see: answer exactly as
+        # an unknown scope does — same code, same status, same details — and never name it.
+        raise ValidationFailed(
+            f"Unknown scope for {source!r} memories: name a scope you can write.",
+            error_code="UNKNOWN_SCOPE",
+            details={"scope": None},
+        )
     if not principal.can_write_scope(scope):
         reason = "this token is read-only" if principal.read_only else "you can read it but not write to it"
         raise PermissionDenied(
@@ -56,6 +66,8 @@ def _scope_by_rule(principal: Principal, source: str) -> tuple[Scope, str]:
     default_slug = next((slug for src, slug in DEFAULT_SOURCE_RULES.items() if src.lower() == source.lower()), None)
     if default_slug:
         scope = Scope.objects.filter(organization_id=principal.organization_id, slug=default_slug).first()
-        if scope is not None:
+        # The built-in rule applies only where its scope exists for this writer: one it cannot see
+        # behaves as in an organization without that scope, so refusing would reveal it.
+        if scope is not None and principal.can_read_scope(scope):
             return scope, ScopeResolution.SOURCE_RULE
     return Scope.objects.get(organization_id=principal.organization_id, slug=PUBLIC_DOCS_SLUG), ScopeResolution.DEFAULT
