@@ -63,11 +63,24 @@ def test_lexical_strength_is_weighted_coverage_scaled_by_title_share() -> None:
 def test_lexical_strength_without_weight_is_zero() -> None:
     assert scoring.lexical_strength([], [], [], 0.3) == 0.0
     assert scoring.lexical_strength([True], [True], [0.0], 0.3) == 0.0
+    # A non-positive total is no weight at all, never a negative share turned positive.
+    assert scoring.lexical_strength([True], [True], [-1.0], 0.3) == 0.0
 
 
-def test_lexical_strength_needs_one_hit_flag_per_term() -> None:
+def test_lexical_strength_of_light_terms_is_relative_to_their_total() -> None:
+    # Weights below 1 are ordinary weights: one term of weight 0.5, found in body and title, is full strength.
+    assert scoring.lexical_strength([True], [True], [0.5], 0.3) == pytest.approx(1.0)
+    assert scoring.lexical_strength([True, False], [False, False], [0.25, 0.25], 0.3) == pytest.approx(0.35)
+
+
+@pytest.mark.parametrize(
+    ("body", "title"),
+    [([True], [True, True]), ([True, True], [True])],
+    ids=["body-short", "title-short"],
+)
+def test_lexical_strength_needs_one_hit_flag_per_term(body: list[bool], title: list[bool]) -> None:
     with pytest.raises(ValueError, match="zip"):
-        scoring.lexical_strength([True], [True, True], [1.0, 1.0], 0.3)
+        scoring.lexical_strength(body, title, [1.0, 1.0], 0.3)
 
 
 # -- missing selective terms ------------------------------------------------------------------------
@@ -83,6 +96,13 @@ def test_missing_share_is_relative_to_the_heaviest_selective_term() -> None:
 def test_missing_share_without_selective_terms_is_zero() -> None:
     assert scoring.missing_share([False, False], [0.0, 0.0]) == 0.0
     assert scoring.missing_share([], []) == 0.0
+    assert scoring.missing_share([False], [-1.0]) == 0.0  # a non-positive weight is not selective
+
+
+def test_missing_share_of_light_selective_terms() -> None:
+    # Selective weights below 1 still count: lacking the only one costs the full share.
+    assert scoring.missing_share([False], [0.5]) == 1.0
+    assert scoring.missing_share([False, True], [0.4, 0.8]) == pytest.approx(0.5)
 
 
 # -- fusion, spread, recency, blend -------------------------------------------------------------------
@@ -163,6 +183,18 @@ def test_confidence_with_given_thresholds() -> None:
     assert scoring.confidence(0.9, limits) is Confidence.STRONG
     assert scoring.confidence(0.49, limits) is Confidence.WEAK
     assert scoring.confidence(0.5, limits) is Confidence.PARTIAL
+
+
+def test_parameters_and_thresholds_cannot_be_changed_in_place() -> None:
+    # Shared module-level defaults: a caller tuning a copy must never move everyone's ranking.
+    from dataclasses import FrozenInstanceError
+
+    with pytest.raises(FrozenInstanceError):
+        scoring.PARAMS.pool_size = 5  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        scoring.CONFIDENCE_THRESHOLDS.strong = 0.1  # type: ignore[misc]
+    with pytest.raises(FrozenInstanceError):
+        scoring.DEFAULT_CALIBRATION.floor = 0.0  # type: ignore[misc]
 
 
 def test_default_ranking_parameters_are_the_measured_ones() -> None:
