@@ -171,7 +171,7 @@ def test_deleting_a_superseded_version_unlinks_the_chain(acme: dict[str, Any], a
 
 # -- patch -------------------------------------------------------------------------------------------
 @pytest.mark.django_db
-def test_patch_changes_metadata_and_keeps_chunks_in_step(acme: dict[str, Any], api: Any) -> None:
+def test_patch_changes_metadata_and_keeps_chunks_in_step(acme: dict[str, Any], make_member: Any, api: Any) -> None:
     client = api(acme["manager"])
     memory = _remember(client, title="Pricing", content="Pathfinder lists at $48,000 per unit.", scope="sales")
     response = client.patch(
@@ -182,9 +182,11 @@ def test_patch_changes_metadata_and_keeps_chunks_in_step(acme: dict[str, Any], a
     assert body["tags"] == ["pricing", "pathfinder"] and body["category"] == "policy" and body["clearance_min"] == "Manager"
     chunk = MemoryChunk.objects.get(memory_id=memory["id"])
     assert chunk.tags == ["pricing", "pathfinder"] and chunk.category == "policy" and chunk.clearance_rank == 2
-    # The new clearance applies to recall at once.
-    employee_with_sales = api(acme["exec"])
-    assert memory["id"] in _recall_ids(employee_with_sales, "Pathfinder price")
+    # The new clearance applies to recall at once: an Employee granted sales no longer finds it, a Manager does.
+    employee_with_sales = make_member(acme["org"], "Employee", grants={"sales": False})
+    assert memory["id"] not in _recall_ids(api(employee_with_sales), "Pathfinder price")
+    assert_envelope(api(employee_with_sales).get(f"/api/memories/{memory['id']}"), 404, "NOT_FOUND")
+    assert memory["id"] in _recall_ids(client, "Pathfinder price")
     assert AuditEvent.objects.filter(action="memory.patch", target_id=memory["id"]).exists()
 
 

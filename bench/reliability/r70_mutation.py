@@ -1,0 +1,547 @@
+"""Mutation testing of the code that guards access, ranking, signatures and the audit chain (cosmic-ray).
+
+    make reliability RELIABILITY=r70_mutation.py                      # every target, in order
+    .venv/bin/python bench/reliability/r70_mutation.py --only scoring access --budget-minutes 20
+    .venv/bin/python bench/reliability/r70_mutation.py --fresh       # forget earlier sessions
+
+What it does: copies the working tree (tracked and untracked, not ignored files) to a scratch
+directory, because cosmic-ray writes each mutant into the source file it mutates; starts one set of
+embedded PostgreSQL + Redis (the runner's `embedded_services`, as `cortex_site.runner test` does)
+and points every test command at them with pytest-django's `--reuse-db`, so a mutant costs one pytest
+start and its targeted tests, not a new database. Each target is a module (or only some functions of
+it, for the connectors' signature checks) with a targeted test subset. For each: a baseline run of
+the subset on the unmutated copy (it must pass), `cosmic-ray init`, the operator and line filters
+below, then `cosmic-ray exec` until the target is done or the time budget is spent. Sessions
+(`$CORTEX_MUTATION_HOME`, default /tmp/cortex-mutation) are kept, so a later run resumes where the
+budget stopped the last one; cosmic-ray runs pending mutants in random order, so a partial target is
+a random sample of its mutants, and the report says how many ran.
+
+Operators left out (they would multiply the count without testing anything our code does):
+replacements *to* bit, shift, floor-division, modulo and power operators, `is`/`is not`
+comparisons, unary `+`/`~`, and cosmic-ray's variable inserter/replacer. Everything else runs:
+arithmetic and comparison swaps, `and`/`or`, `not` added or removed, True/False, numbers, exception
+types, decorators removed, loops run zero times, break/continue.
+
+Every surviving mutant is either listed in EXPLAINED with the reason it cannot be killed (an
+equivalent mutant: no behaviour differs) or reported as unexplained — the goal is none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench" / "reliability")]
+
+from report import write_section  # noqa: E402
+
+PYTHON = sys.executable
+COSMIC_RAY = str(Path(PYTHON).with_name("cosmic-ray"))
+HOME = Path(os.environ.get("CORTEX_MUTATION_HOME") or Path(tempfile.gettempdir()) / "cortex-mutation").resolve()
+PYTEST = f"{PYTHON} -m pytest -x -q -p no:cacheprovider"
+EXCLUDED_OPERATORS = [
+    r"core/ReplaceBinaryOperator_\w+_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod|Pow)$",
+    r"core/ReplaceComparisonOperator_\w+_(Is|IsNot)$",
+    r"core/ReplaceUnaryOperator_(UAdd|Invert)_\w+$",
+    r"core/ReplaceUnaryOperator_\w+_(UAdd|Invert)$",
+    r"core/Variable(Inserter|Replacer)$",
+]
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    module: str
+    tests: tuple[str, ...]
+    # Qualified function names (Class.method) to mutate; empty = the whole module.
+    functions: tuple[str, ...] = ()
+    # The tests' marker expression: never the slow ones; for a pure module, no database tests either.
+    markers: str = "not slow"
+    # A -k expression narrowing the files to the tests of the target (accepted and refused cases alike).
+    keywords: str = ""
+    # A pure module's tests need no Django: without the plugin and the shared conftest a run starts in a
+    # fraction of the time (the database tests of the files are deselected by `markers`).
+    pure: bool = False
+    timeout: float = 120.0
+
+    @property
+    def command(self) -> str:
+        select = [f"-m '{self.markers}'", *([f"-k '{self.keywords}'"] if self.keywords else [])]
+        # pytest-django keeps the test database between runs (--reuse-db): a mutant pays for no migrations.
+        select += ["-p no:django --noconftest -o addopts='--import-mode=importlib'" if self.pure else "--reuse-db"]
+        return " ".join((PYTEST, *select, *self.tests))
+
+
+TARGETS = [
+    # Pure arithmetic: the unit tests decide, without a database (the recall test of the file checks recall.py).
+    Target(
+        "scoring",
+        "memories/retrieval/scoring.py",
+        ("tests/memories/retrieval/test_scoring.py",),
+        markers="not slow and not django_db",
+        pure=True,
+    ),
+    Target(
+        "embedding signature guard",
+        "memories/embeddings/store.py",
+        ("tests/memories/embeddings/test_signature_guard.py",),
+    ),
+    Target(
+        "slack signature check",
+        "connectors/sources/slack/source.py",
+        ("tests/connectors/slack/test_slack_events.py",),
+        functions=("SlackSource.verify_delivery",),
+        keywords="unsigned or bad_signature or url_verification or a_message_becomes",
+    ),
+    Target(
+        "github signature check",
+        "connectors/sources/github/source.py",
+        ("tests/connectors/github/test_webhook.py",),
+        functions=("GitHubSource.verify_delivery",),
+        keywords="signature or another_secret or ping or a_merged_pull_request_becomes",
+    ),
+    Target(
+        "audit chain",
+        "audit/services.py",
+        ("tests/audit/test_chain.py", "tests/audit/test_tamper_evidence.py"),
+    ),
+    Target(
+        "access (Principal)",
+        "memories/access.py",
+        (
+            "tests/memories/test_access.py",
+            "tests/memories/test_adjacent_rungs.py",
+            "tests/memories/test_write_rules.py",
+            "tests/memories/test_read_only_lifecycle.py",
+        ),
+    ),
+    Target(
+        "selectors: memories",
+        "memories/selectors/memories.py",
+        ("tests/memories/test_adjacent_rungs.py", "tests/memories/test_read_api.py", "tests/memories/test_lifecycle.py"),
+    ),
+    Target(
+        "lifecycle services",
+        "memories/services/memories/lifecycle.py",
+        (
+            "tests/memories/test_read_only_lifecycle.py",
+            "tests/memories/test_lifecycle.py",
+            "tests/memories/test_authority_redaction.py",
+        ),
+    ),
+]
+
+# Survivors that no test can kill (equivalent mutants: no input the code can receive behaves
+# differently), as (module, operator pattern, mutated source line pattern, why). Mutants inside type
+# annotations are recognised on their own (see `in_annotation`).
+EXPLAINED: list[tuple[str, str, str, str]] = [
+    (
+        "memories/retrieval/scoring.py",
+        r"ReplaceComparisonOperator_Is_(Eq|LtE|GtE)$",
+        r"if mode is RankingMode\.(DENSE|LEXICAL|FULL):",
+        "equivalent: `mode` is a RankingMode (a StrEnum), whose members are equal only to themselves, and the "
+        "ordering of their values (dense < full < fused < lexical) makes `<= DENSE` and `>= LEXICAL` true for that "
+        "member alone",
+    ),
+    (
+        "memories/retrieval/scoring.py",
+        r"NumberReplacer$",
+        r"heaviest = max\(selective, default=0\.0\)",
+        "equivalent: the default is used only for an empty `selective`, where the sum of missing weights is 0 "
+        "whatever `heaviest` is, so the share is 0 either way",
+    ),
+]
+ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
+
+
+def explanation(module: str, operator: str, source: str) -> str:
+    for where, pattern, line, why in EXPLAINED:
+        if where == module and re.search(pattern, operator) and re.search(line, source):
+            return why
+    return ""
+
+
+def annotation_lines(path: Path) -> set[tuple[int, int, int]]:
+    """(line, first column, last column) of every annotation in the module (single-line ones; ours all are)."""
+    spans: set[tuple[int, int, int]] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        annotations: list[ast.expr | None] = []
+        if isinstance(node, ast.arg):
+            annotations.append(node.annotation)
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            annotations.append(node.returns)
+        elif isinstance(node, ast.AnnAssign):
+            annotations.append(node.annotation)
+        for annotation in annotations:
+            if annotation is not None and annotation.lineno == annotation.end_lineno:
+                spans.add((annotation.lineno, annotation.col_offset, annotation.end_col_offset or annotation.col_offset))
+    return spans
+
+
+def in_annotation(spans: set[tuple[int, int, int]], position: tuple[int, int]) -> bool:
+    line, column = position
+    return any(line == first and start <= column < end for first, start, end in spans)
+
+
+@dataclass
+class Outcome:
+    target: Target
+    baseline_seconds: float = 0.0
+    baseline_ok: bool = True
+    generated: int = 0  # mutants cosmic-ray made in the target's lines
+    filtered: int = 0  # of those, left out by operator
+    ran: int = 0
+    killed: int = 0
+    timeouts: int = 0
+    incompetent: int = 0
+    survivors: list[dict[str, Any]] = field(default_factory=list)
+    seconds: float = 0.0
+    note: str = ""
+
+
+def _say(message: str) -> None:
+    print(f"r70: {message}", flush=True)
+
+
+def copy_tree(into: Path) -> None:
+    """The working tree as it is (uncommitted edits included), without ignored files."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout.split(b"\0")
+    if into.exists():
+        shutil.rmtree(into)
+    for raw in listed:
+        if not raw:
+            continue
+        source = ROOT / raw.decode()
+        if not source.is_file():
+            continue
+        destination = into / raw.decode()
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, destination)
+
+
+def function_lines(path: Path, names: tuple[str, ...]) -> list[tuple[int, int]]:
+    """The (first, last) line of each named function (`Class.method` or `function`)."""
+    tree = ast.parse(path.read_text())
+    found: dict[str, tuple[int, int]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                found[f"{prefix}{child.name}"] = (child.lineno, child.end_lineno or child.lineno)
+
+    visit(tree, "")
+    missing = [name for name in names if name not in found]
+    if missing:
+        raise SystemExit(f"{path}: no function {', '.join(missing)} (renamed? update TARGETS)")
+    return [found[name] for name in names]
+
+
+def write_config(target: Target, path: Path, *, timeout: float) -> None:
+    operators = ", ".join(f"'{pattern}'" for pattern in EXCLUDED_OPERATORS)
+    path.write_text(
+        "[cosmic-ray]\n"
+        f'module-path = "{target.module}"\n'
+        f"timeout = {timeout:.0f}\n"
+        "excluded-modules = []\n"
+        f'test-command = "{target.command}"\n\n'
+        "[cosmic-ray.distributor]\n"
+        'name = "local"\n\n'
+        "[cosmic-ray.filters.operators-filter]\n"
+        f"exclude-operators = [{operators}]\n"
+    )
+
+
+def apply_filters(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
+    """Skip mutants outside the target's functions (not counted) and those of excluded operators (counted as filtered)."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    ranges = function_lines(work / target.module, target.functions) if target.functions else None
+    excluded = re.compile("|".join(f"(?:{pattern})" for pattern in EXCLUDED_OPERATORS))
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            mutation = item.mutations[0]
+            line = mutation.start_pos[0]
+            if ranges is not None and not any(first <= line <= last for first, last in ranges):
+                db.set_result(item.job_id, WorkResult(output="outside the target", worker_outcome=WorkerOutcome.SKIPPED))
+            elif excluded.match(mutation.operator_name):
+                db.set_result(item.job_id, WorkResult(output="Filtered operator", worker_outcome=WorkerOutcome.SKIPPED))
+
+
+def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome
+
+    lines = (work / target.module).read_text().splitlines()
+    annotations = annotation_lines(work / target.module)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        completed = db.completed_work_items
+        pending = len(db.pending_work_items)
+    outside = sum(1 for _item, result in completed if result.output == "outside the target")
+    outcome.generated = len(completed) + pending - outside
+    outcome.filtered = sum(1 for _item, result in completed if result.output == "Filtered operator")
+    for item, result in completed:
+        if result.worker_outcome == WorkerOutcome.SKIPPED:
+            continue
+        outcome.ran += 1
+        if result.test_outcome == TestOutcome.INCOMPETENT or result.worker_outcome != WorkerOutcome.NORMAL:
+            outcome.incompetent += 1
+        elif result.test_outcome == TestOutcome.SURVIVED:
+            mutation = item.mutations[0]
+            line = mutation.start_pos[0]
+            text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
+            outcome.survivors.append(
+                {
+                    "line": line,
+                    "operator": mutation.operator_name.removeprefix("core/"),
+                    "source": text,
+                    "diff": result.diff or "",
+                    "why": ANNOTATION_REASON
+                    if in_annotation(annotations, tuple(mutation.start_pos))
+                    else explanation(target.module, mutation.operator_name, text),
+                }
+            )
+        else:
+            outcome.killed += 1
+            if result.output == "timeout":
+                outcome.timeouts += 1
+
+
+def slug_of(target: Target) -> str:
+    return re.sub(r"\W+", "-", target.name).strip("-")
+
+
+def forget_survivors(session: Path) -> None:
+    """Survivors of an earlier pass become pending again, to be run against the tests added since."""
+    import sqlite3
+
+    with sqlite3.connect(session) as db:
+        db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+
+
+def run_target(target: Target, work: Path, env: dict[str, str], *, fresh: bool, retest: bool, deadline: float) -> Outcome:
+    outcome = Outcome(target)
+    slug = slug_of(target)
+    config, session = HOME / f"{slug}.toml", HOME / f"{slug}.sqlite"
+    command = target.command
+    started = time.monotonic()
+    baseline = subprocess.run(command, shell=True, cwd=work, env=env, capture_output=True, text=True)  # noqa: S602
+    outcome.baseline_seconds = time.monotonic() - started
+    if baseline.returncode != 0:
+        outcome.baseline_ok = False
+        last = (baseline.stdout.strip() or baseline.stderr.strip() or "no output").splitlines()[-1]
+        outcome.note = f"the targeted tests fail without any mutant: {last}"
+        _say(f"{target.name}: baseline FAILED\n{baseline.stdout[-3000:]}{baseline.stderr[-2000:]}")
+        return outcome
+    _say(f"{target.name}: baseline passed in {outcome.baseline_seconds:.1f} s")
+    # A surviving mutant runs the whole subset: its limit must leave room for a loaded machine, or a slow
+    # survivor would be counted as killed by the timeout.
+    write_config(target, config, timeout=max(target.timeout, 4 * outcome.baseline_seconds))
+    if fresh or not session.exists():
+        session.unlink(missing_ok=True)
+        subprocess.run([COSMIC_RAY, "init", str(config), str(session)], cwd=work, env=env, check=True)
+        apply_filters(session, work, target, outcome)
+    elif retest:
+        forget_survivors(session)
+    remaining = deadline - time.monotonic()
+    if remaining > 0:
+        began = time.monotonic()
+        # Its own process group, so the budget can stop it (and the test run it started) at once.
+        runner = subprocess.Popen([COSMIC_RAY, "exec", str(config), str(session)], cwd=work, env=env, start_new_session=True)
+        try:
+            runner.wait(timeout=remaining)
+        except subprocess.TimeoutExpired:
+            outcome.note = "stopped by the time budget"
+        finally:
+            if runner.poll() is None:  # the budget, or this script stopped: stop cosmic-ray and its test run
+                os.killpg(runner.pid, signal.SIGTERM)
+                runner.wait()
+        outcome.seconds = time.monotonic() - began
+    else:
+        outcome.note = "not run: the time budget was spent"
+    # A stopped run may leave a mutant in the copy: put the module back before the next target.
+    shutil.copy2(ROOT / target.module, work / target.module)
+    tally(session, work, target, outcome)
+    return outcome
+
+
+def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
+    rows = [
+        "| target | module | tests | mutants | run | killed | survived | explained | not run | s / mutant |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for o in outcomes:
+        considered = o.generated - o.filtered
+        survived = len(o.survivors)
+        explained = sum(1 for s in o.survivors if s["why"])
+        per = f"{o.seconds / o.ran:.1f}" if o.ran and o.seconds else "–"
+        where = o.target.module + (f" ({', '.join(o.target.functions)})" if o.target.functions else "")
+        tests = ", ".join(Path(t).name for t in o.target.tests)
+        rows.append(
+            f"| {o.target.name} | `{where}` | {tests} | {considered} | {o.ran} | {o.killed} | {survived} | {explained} | "
+            f"{considered - o.ran} | {per} |"
+        )
+    totals = Counter[str]()
+    for o in outcomes:
+        totals["mutants"] += o.generated - o.filtered
+        totals["ran"] += o.ran
+        totals["killed"] += o.killed
+        totals["survived"] += len(o.survivors)
+        totals["unexplained"] += sum(1 for s in o.survivors if not s["why"])
+    lines = [
+        "Mutation testing with cosmic-ray over the code that decides access, ranking, webhook signatures and the "
+        "audit chain; each target runs its own targeted tests (`-x`, `--reuse-db`, one embedded PostgreSQL + Redis "
+        "for the whole run). `mutants` counts those of the operators kept (see the script's docstring for the ones "
+        "left out); `not run` were left by the time budget (cosmic-ray picks pending mutants at random, so a "
+        "partial target is a random sample).",
+        "",
+        *rows,
+        "",
+        f"Total: {totals['mutants']} mutants, {totals['ran']} run, {totals['killed']} killed, "
+        f"{totals['survived']} survived ({totals['unexplained']} unexplained).",
+        "",
+        summary,
+    ]
+    if skipped:
+        lines += ["", "Targets not run in this pass: " + ", ".join(skipped) + "."]
+    notes = [f"- {o.target.name}: {o.note}" for o in outcomes if o.note]
+    if notes:
+        lines += ["", *notes]
+    survivors = [(o, s) for o in outcomes for s in o.survivors]
+    if survivors:
+        lines += ["", "### Survivors", ""]
+        for o, s in survivors:
+            why = s["why"] or "**unexplained**"
+            lines.append(f"- `{o.target.module}:{s['line']}` {s['operator']} on `{s['source']}` — {why}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--only", nargs="*", help="target names (or a unique part of one) to run; default all")
+    parser.add_argument("--budget-minutes", type=float, default=float(os.environ.get("MUTATION_BUDGET_MINUTES", "90")))
+    parser.add_argument("--fresh", action="store_true", help="discard earlier sessions and start every target anew")
+    parser.add_argument(
+        "--retest-survivors", action="store_true", help="run the survivors of earlier sessions again (after new tests)"
+    )
+    parser.add_argument("--no-report", action="store_true", help="print, do not write docs/reliability.md")
+    parser.add_argument(
+        "--report-only", action="store_true", help="run nothing: report the sessions of earlier passes (their log included)"
+    )
+    args = parser.parse_args(argv)
+    # Stopped with SIGTERM (or SIGINT where a background shell ignores it): unwind, so the embedded
+    # services are stopped and the copy restored by the `finally` blocks.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    from cortex_site.runner import embedded_services, ensure_dev_connector_key
+
+    targets = TARGETS
+    if args.only:
+        targets = [t for t in TARGETS if any(part.lower() in t.name.lower() for part in args.only)]
+    skipped = [t.name for t in TARGETS if t not in targets]
+    HOME.mkdir(parents=True, exist_ok=True)
+    # A copy of its own per pass: passes over different targets may run side by side (sessions are per target).
+    work = HOME / f"tree-{os.getpid()}"
+    copy_tree(work)
+    if args.report_only:
+        return report_sessions(work, args.no_report)
+    home = Path(tempfile.mkdtemp(prefix="cortex-mutation-home-"))
+    deadline = time.monotonic() + args.budget_minutes * 60
+    outcomes: list[Outcome] = []
+    began = datetime.now(tz=UTC)
+    try:
+        os.environ["CORTEX_HOME"] = str(home)
+        ensure_dev_connector_key(home)
+        with embedded_services(home, durable=False) as services:
+            env = {
+                **os.environ,
+                **services,
+                "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
+                "CORTEX_TESTING": "1",
+                "SECRET_KEY": "test-only-secret-key-not-for-production",
+                "CORTEX_EMBEDDER": "hash",
+                "CELERY_TASK_ALWAYS_EAGER": "1",
+            }
+            # The copy, not the worktree, must be what the tests import.
+            where = subprocess.run(
+                [PYTHON, "-c", "import memories; print(memories.__file__)"],
+                cwd=work,
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.strip()
+            if not where.startswith(str(work)):
+                raise SystemExit(f"the tests would import {where}, not the copy in {work}")
+            for target in targets:
+                outcome = run_target(target, work, env, fresh=args.fresh, retest=args.retest_survivors, deadline=deadline)
+                outcomes.append(outcome)
+                _say(
+                    f"{target.name}: {outcome.ran}/{outcome.generated - outcome.filtered} run, {outcome.killed} killed, "
+                    f"{len(outcome.survivors)} survived"
+                )
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(work, ignore_errors=True)
+    with (HOME / "passes.log").open("a") as log:
+        ran = ", ".join(f"{o.target.name} {o.ran}" for o in outcomes)
+        log.write(
+            f"{began:%Y-%m-%d %H:%M} UTC, {args.budget_minutes:.0f} min budget"
+            f"{', survivors re-run' if args.retest_survivors else ''}: mutants run per target (cumulative): {ran}\n"
+        )
+    body = render(outcomes, f"Time budget of this pass: {args.budget_minutes:.0f} min.", skipped)
+    print(body)
+    if not args.no_report:
+        write_section("mutation", "Mutation testing (the suite's own strength)", body)
+    return 0
+
+
+def report_sessions(work: Path, no_report: bool) -> int:
+    """Tally every target's session as it stands, and list the passes that filled them."""
+    outcomes, skipped = [], []
+    try:
+        for target in TARGETS:
+            session = HOME / f"{slug_of(target)}.sqlite"
+            if not session.exists():
+                skipped.append(target.name)
+                continue
+            outcome = Outcome(target)
+            tally(session, work, target, outcome)
+            outcomes.append(outcome)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    log = HOME / "passes.log"
+    passes = log.read_text().strip().splitlines() if log.exists() else []
+    summary = "Passes that produced these figures (sessions accumulate; each ran pending mutants in random order):\n\n" + (
+        "\n".join(f"- {line}" for line in passes) or "- none logged"
+    )
+    body = render(outcomes, summary, skipped)
+    print(body)
+    if not no_report:
+        write_section("mutation", "Mutation testing (the suite's own strength)", body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
