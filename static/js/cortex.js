@@ -16,7 +16,8 @@
  *   [data-dialog-open="#id"] / [data-dialog-close]   open / close a <dialog>
  *   [data-toast="…"]         show a toast (data-toast-level: success | error | info)
  *   Cortex.toast(message, level)   also fired by an htmx `HX-Trigger: {"toast": {...}}` header
- *   [data-page-search]       a page's own search box; `/` focuses it before the global one
+ *   [data-page-search]       a page's own search box; `/` focuses it before the global one; ↓ moves to its results
+ *   [data-keyboard-list]     a result list: j / k move focus through its .item-title links, Enter opens one
  *   [data-md-mode="write|preview"]  Markdown editor toggle inside .markdown-field (preview via htmx)
  *   form[data-upload]        one request per file with its own progress bar and outcome (JSON);
  *                            data-max-bytes / data-accept refuse wrong files before sending
@@ -298,8 +299,33 @@
   });
 
   // --- keyboard ----------------------------------------------------------------------------------------
+  // Result lists marked [data-keyboard-list]: j / k (or ↓ from the page's search box) move focus from
+  // one result's title link to the next; Enter then follows the focused link, as links do.
+  function resultLinks() {
+    var list = document.querySelector("[data-keyboard-list]");
+    return list ? Array.prototype.slice.call(list.querySelectorAll(".item-title")) : [];
+  }
+  function moveThroughResults(step) {
+    var links = resultLinks();
+    if (!links.length) return false;
+    var at = links.indexOf(document.activeElement);
+    var next = at === -1 ? (step > 0 ? 0 : links.length - 1) : Math.min(Math.max(at + step, 0), links.length - 1);
+    links[next].focus();
+    links[next].scrollIntoView({ block: "nearest" });
+    return true;
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented) return;
+    var plain = !event.ctrlKey && !event.metaKey && !event.altKey;
+    if (plain && (event.key === "j" || event.key === "k") && !isTyping(event.target)) {
+      if (moveThroughResults(event.key === "j" ? 1 : -1)) event.preventDefault();
+      return;
+    }
+    if (plain && event.key === "ArrowDown" && event.target.matches && event.target.matches("[data-page-search]")) {
+      if (moveThroughResults(1)) event.preventDefault();
+      return;
+    }
     if (event.key === "/" && !event.ctrlKey && !event.metaKey && !event.altKey && !isTyping(event.target)) {
       var search = document.querySelector("[data-page-search]") || document.querySelector("[data-global-search]");
       if (search) {
