@@ -10,6 +10,13 @@ aligned statements can conflict, and only through their values:
 - yes/no (not, no longer, allowed/forbidden, enabled/disabled, required/optional);
 - named choices (Stripe vs Adyen, PostgreSQL vs MySQL, Dana vs Luis).
 
+Documents are read with their structure (see `_structured_spans`): headings and label lines
+("Attendees: …", "Date: …", "Owner: …") are not statements, a transcript is not compared line by
+line (its brief's summary and decisions are), a Markdown table row becomes one statement per cell
+("Tier free: Limit 60/min"), a heading's qualifiers (## Contractors, ## Free tier) and a title's
+period (Price list 2026) qualify the statements under them, and rates compare across spellings
+("60/min" and "100 requests per minute" are both per minute).
+
 Verdicts, in order:
 
 - **stale**: same subject and the older memory's `valid_until` has passed, or aligned
@@ -75,6 +82,13 @@ _TIME = re.compile(r"\b(\d{1,2}):(\d{2})\s*(am|pm)?\b|\b(\d{1,2})\s*(am|pm)\b", 
 _WEEKDAY = re.compile(r"\b(" + "|".join(_WEEKDAYS) + r")s?\b", re.IGNORECASE)
 _PERIOD = re.compile(r"\b(?:q[1-4]|h[12]|fy\s?\d{2,4})\b|\b(?:19|20)\d{2}\b(?![-./:]\d)", re.IGNORECASE)
 _VERSION = re.compile(r"\b(?:v\d+(?:\.\d+)*|([A-Za-z][\w+#-]*)\s+v?(\d+\.\d+(?:\.\d+)?))\b")
+# "60/min", "100 requests per minute", "5k req/s", "38 an hour": a number per unit of time.
+_RATE = re.compile(
+    r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(k\b)?\s*(?:[a-z]+\s+){0,2}?(?:/\s*|per\s+|an?\s+|every\s+)"
+    r"(sec|secs|second|seconds|s|min|mins|minute|minutes|h|hr|hrs|hour|hours|day|days|week|weeks|month|months)\b",
+    re.IGNORECASE,
+)
+_RATE_UNITS = {"s": "second", "sec": "second", "min": "minute", "h": "hour", "hr": "hour"}
 _NUMBER = re.compile(r"(?<![\w.])(\d[\d,]*(?:\.\d+)?)\s*(%|x\b|s\b|ms\b|h\b|k\b)?")
 _EMAIL_OR_URL = re.compile(r"\S+@\S+|https?://\S+", re.IGNORECASE)
 _IDENTIFIER = re.compile(r"\b(?=[\w.-]*[A-Za-z])(?=[\w.-]*\d)[A-Za-z][\w.-]*[A-Za-z0-9]\b")
@@ -325,6 +339,14 @@ def analyse_statement(text: str, title_frame: set[str] | None = None) -> Stateme
         else:
             add("version", match.group(0).lower().lstrip("v"))
     masked = _VERSION.sub(blank, masked)
+    for match in _RATE.finditer(masked):
+        if match.group(0).lower().split()[-1].startswith("every") or " every " in match.group(0).lower():
+            continue  # "every 3 years" is a period of time, read as a number of years below
+        unit = match.group(3).lower().rstrip("s") if len(match.group(3)) > 2 else match.group(3).lower()
+        unit = _RATE_UNITS.get(unit, unit)
+        number = float(match.group(1).replace(",", "")) * (1000 if match.group(2) else 1)
+        add(f"number:per-{unit}", f"{number:g}")
+    masked = _RATE.sub(lambda m: m.group(0) if " every " in m.group(0).lower() else " " * (m.end() - m.start()), masked)
     for word, digits in _NUMBER_WORDS.items():
         masked = re.sub(rf"\b{word}\b", str(digits), masked, flags=re.IGNORECASE)
     for match in _NUMBER.finditer(masked):
@@ -517,9 +539,111 @@ def replaced(older: Memo, newer: Memo) -> Replacement | None:
     return None
 
 
+# Metadata lines of a document: who, when, what — not claims to compare ("Attendees: …" vs "## Summary").
+_LABEL_LINE = re.compile(
+    r"^\s*(?:[-*]\s+)?\**(?:attendees|participants|present|absent|apologies|date|when|where|location|owners?|authors?|"
+    r"reviewed|reviewers?|approved by|last updated|created|tags|labels|note-?taker|facilitator|chair)\**\s*:",
+    re.IGNORECASE,
+)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*)$")
+_TABLE_ROW = re.compile(r"^\s*\|(.+)\|\s*$")
+_TABLE_RULE = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_SPEAKER = re.compile(r"^\s*[A-Z][\w.'-]*(?:\s+[A-Z][\w.'-]*){0,2}\s*(?:\([^)]*\))?\s*:\s")
+_TRANSCRIPT_HEADINGS = ("transcript", "raw notes", "recording")
+
+
+_LIST_MARKER = re.compile(r"^(?:[-*+]|\d{1,2}[.)])\s+")
+_ITEM_LABEL = re.compile(r"^([A-Z][a-z]+(?:\s+[a-z]+){0,2}):(?=\s)")
+
+
+def _lower_qualifier(cell: str) -> str:
+    first, _, rest = cell.partition(" ")
+    return f"{first.lower()} {rest}".strip() if first.lower() in QUALIFIERS else cell
+
+
+@dataclass(frozen=True)
+class _Span:
+    text: str
+    heading: str = ""
+
+
+def _cells(line: str) -> list[str]:
+    match = _TABLE_ROW.match(line)
+    return [c.strip().strip("*`") for c in match.group(1).split("|")] if match else []
+
+
+def _structured_spans(content: str) -> list[_Span]:
+    """The statements of a document, read with its structure (see the module docstring)."""
+    spans: list[_Span] = []
+    heading = ""
+    in_transcript = False
+    lines = content.splitlines()
+    header: list[str] = []
+    prose: list[str] = []
+
+    def flush() -> None:
+        if prose:
+            for sentence in sentences("\n".join(prose)):
+                text = _LIST_MARKER.sub("", sentence.text)
+                # "Hotels: up to $200 per night": a list item's label is its subject, not a name.
+                text = _ITEM_LABEL.sub(lambda m: m.group(1).lower() + ":", text)
+                spans.append(_Span(text, heading))
+            prose.clear()
+
+    for index, line in enumerate(lines):
+        heading_match = _HEADING.match(line)
+        if heading_match:
+            flush()
+            heading = heading_match.group(1).strip()
+            in_transcript = heading.lower().startswith(_TRANSCRIPT_HEADINGS)
+            header = []
+            continue
+        if in_transcript:
+            continue
+        if _TABLE_ROW.match(line) or _TABLE_RULE.match(line):
+            flush()
+            if _TABLE_RULE.match(line):
+                continue
+            cells = _cells(line)
+            following = lines[index + 1] if index + 1 < len(lines) else ""
+            if not header and _TABLE_RULE.match(following):
+                header = cells
+                continue
+            if header and cells and len(cells) == len(header):
+                # One statement per cell, keyed by the row's first cell: "Tier free: Limit 60/min".
+                # Column names are labels, not names ("Limit", "Owner"); a leading qualifier in a cell
+                # ("Production deploy at 10:00") is a variant, not a name either.
+                key = f"{header[0].lower()} {cells[0]}".strip()
+                spans.extend(
+                    _Span(f"{key}: {name.lower()} {_lower_qualifier(value)}", heading)
+                    for name, value in zip(header[1:], cells[1:], strict=True)
+                    if value and value not in {"-", "—"}
+                )
+            continue
+        header = []
+        if _LABEL_LINE.match(line) or (_SPEAKER.match(line) and heading.lower().startswith(_TRANSCRIPT_HEADINGS)):
+            flush()
+            continue
+        if not line.strip():
+            flush()
+            continue
+        prose.append(line)
+    flush()
+    return spans
+
+
 def _statements(memo: Memo) -> list[Statement]:
     title_frame = content_words(memo.title) - {stem(n) for n in _names(memo.title)}
-    found = [analyse_statement(span.text, title_frame) for span in sentences(memo.content)[:MAX_STATEMENTS]]
+    title_periods = {p.lower().replace(" ", "") for p in _PERIOD.findall(memo.title)}
+    found: list[Statement] = []
+    for span in _structured_spans(memo.content)[:MAX_STATEMENTS]:
+        statement = analyse_statement(span.text, title_frame)
+        if span.heading:
+            # "## Contractors" / "## Free tier": the section's variant qualifies what is said under it.
+            statement.qualifiers |= {w for w in words(span.heading) if w in QUALIFIERS}
+        if title_periods and not statement.periods:
+            statement.periods = set(title_periods)  # "Price list 2026": its rows are about 2026
+        found.append(statement)
     return [s for s in found if s.frame or s.values]
 
 

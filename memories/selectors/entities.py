@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Lower
 
 from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal, parse_int_id
-from memories.models import Entity, Memory, Relation
+from memories.models import Entity, Membership, Memory, Relation
 from memories.selectors.memories import visible_memories
 
 KINDS = {k.value for k in Entity.Kind}
@@ -86,3 +87,17 @@ def entity_named(principal: Principal, name: str) -> Entity:
     if entity is None:
         raise NotFound(f"No memory you can see mentions {name!r}.")
     return entity
+
+
+def entity_member(principal: Principal, entity: Entity) -> Membership | None:
+    """The member of the principal's organization an entity names: their full name ("Ada Okafor")
+    or their @handle (the part of their e-mail address before the @). None for anything else."""
+    if entity.organization_id != principal.organization_id:
+        return None
+    members = Membership.objects.filter(organization_id=principal.organization_id, deactivated_at__isnull=True).select_related(
+        "user"
+    )
+    if entity.key.startswith("@") or entity.name.startswith("@"):
+        handle = entity.key.lstrip("@")
+        return members.filter(user__email__istartswith=f"{handle}@").first()
+    return members.annotate(name_key=Lower("user__name")).filter(name_key=" ".join(entity.key.split())).first()

@@ -7,7 +7,7 @@ one way to fetch a single memory by id (foreign, forbidden and missing all raise
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from django.db.models import Q, QuerySet
@@ -63,10 +63,14 @@ class MemoryFilters:
     tag: str | None = None
     author: str | None = None
     status: str = "active"
+    # Added on or after / on or before these days (the organization's time zone); the oldest first when asked.
+    added_from: date | None = None
+    added_to: date | None = None
+    oldest_first: bool = False
 
 
 def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory]:
-    """Newest first; every filter narrows within what the principal may see."""
+    """Newest first (or oldest first); every filter narrows within what the principal may see."""
     memories = visible_memories(principal, status=filters.status)
     if filters.scope:
         memories = memories.filter(scope__slug=filters.scope)
@@ -83,7 +87,31 @@ def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory
         if author_id is not None:
             q |= Q(author_id=author_id)
         memories = memories.filter(q)
+    if filters.added_from:
+        memories = memories.filter(created_at__date__gte=filters.added_from)
+    if filters.added_to:
+        memories = memories.filter(created_at__date__lte=filters.added_to)
+    if filters.oldest_first:
+        return memories.order_by("created_at", "id")
     return memories.order_by("-created_at", "-id")
+
+
+def author_suggestions(principal: Principal, prefix: str = "", *, limit: int = 20) -> list[str]:
+    """Names for the author filter: the organization's members, then the named authors of memories
+    the principal may read (imports, connectors), whose name or e-mail contains `prefix`."""
+    prefix = prefix.strip()[:100]
+    members = Membership.objects.filter(organization_id=principal.organization_id).select_related("user")
+    if prefix:
+        members = members.filter(Q(user__name__icontains=prefix) | Q(user__email__icontains=prefix))
+    names = [m.user.display_name for m in members.order_by("user__name", "user__email")[:limit]]
+    if len(names) < limit:
+        named = visible_memories(principal).exclude(author_name="")
+        if prefix:
+            named = named.filter(author_name__icontains=prefix)
+        for name in named.order_by("author_name").values_list("author_name", flat=True).distinct()[: limit * 2]:
+            if name not in names:
+                names.append(name)
+    return sorted(set(names[:limit]), key=str.lower)
 
 
 def memory_for_history(principal: Principal, memory_id: Any, *, for_update: bool = False) -> Memory:

@@ -9,6 +9,7 @@ a failure is logged by the post-write runner and the memory is unaffected.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -18,7 +19,7 @@ from memories.analysis.entities import LLM_SYSTEM as ENTITY_SYSTEM
 from memories.analysis.entities import Extraction, FoundEntity, entity_key, ground_llm, heuristic_extract
 from memories.analysis.entities import llm_prompt as entity_prompt
 from memories.llm import LLMInvalidOutput, LLMUnavailable, get_llm
-from memories.models import Entity, EntityMention, Memory, Relation
+from memories.models import Entity, EntityMention, Membership, Memory, Relation
 
 logger = logging.getLogger(__name__)
 
@@ -26,8 +27,9 @@ HEURISTIC = "heuristic"
 MAX_TEXT_CHARS = 40_000
 
 
-def extract(text: str) -> tuple[Extraction, str]:
-    """Entities and relations of `text`, and which extractor found them."""
+def extract(text: str, *, people: Iterable[str] = ()) -> tuple[Extraction, str]:
+    """Entities and relations of `text`, and which extractor found them; `people` (full names) are
+    recognised as people by the heuristic however the sentence around them reads."""
     llm = get_llm()
     if llm is not None:
         try:
@@ -37,18 +39,20 @@ def extract(text: str) -> tuple[Extraction, str]:
             return ground_llm(generation.data, text), llm.label
         except (LLMUnavailable, LLMInvalidOutput) as exc:
             logger.info("entity extraction by %s failed (%s); using the heuristic", llm.label, exc)
-    return heuristic_extract(text), HEURISTIC
+    return heuristic_extract(text, people=people), HEURISTIC
 
 
 def entities_extract(memory_id: Any) -> int:
     """Record the entities of an active memory; returns how many mentions were added (0 on a re-run)."""
     memory = (
-        Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE).only("id", "organization_id", "title", "content").first()
+        Memory.objects.filter(pk=memory_id, status=Memory.Status.ACTIVE)
+        .only("id", "organization_id", "title", "content", "author_name")
+        .first()
     )
     if memory is None or EntityMention.objects.filter(memory_id=memory.pk).exists():
         return 0
     text = f"{memory.title}\n\n{memory.content[:MAX_TEXT_CHARS]}"
-    extraction, extractor = extract(text)
+    extraction, extractor = extract(text, people=known_people(memory.organization_id, also=[memory.author_name]))
     if not extraction.entities:
         return 0
     organization_id = memory.organization_id
@@ -84,6 +88,12 @@ def entities_extract(memory_id: Any) -> int:
             ignore_conflicts=True,
         )
     return len(created)
+
+
+def known_people(organization_id: int, *, also: Iterable[str] = ()) -> list[str]:
+    """The organization's members' names (deactivated ones too: they are still who wrote and was named), and `also`."""
+    members = Membership.objects.filter(organization_id=organization_id).exclude(user__name="")
+    return sorted({*members.values_list("user__name", flat=True), *(name for name in also if name)})
 
 
 def _entity_ids(organization_id: int, entities: list[FoundEntity]) -> dict[tuple[str, str], int]:

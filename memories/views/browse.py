@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import date
 from typing import Any
 
 from django.http import QueryDict
+from django.utils import timezone
 
 from cortex_site.errors import ServiceUnavailable, ValidationFailed
 from memories.access import Principal
@@ -17,6 +19,15 @@ from memories.views.common import keyset_page, memory_rows
 
 PAGE_SIZE = 20
 RECALL_LIMIT = 20
+# "relevance" is a search's own order; browsing without a query knows only newest and oldest.
+SORTS = {"relevance": "Best match", "newest": "Newest first", "oldest": "Oldest first"}
+
+
+def _day(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -28,6 +39,9 @@ class ListParams:
     tag: str = ""
     author: str = ""
     status: str = "active"
+    sort: str = ""  # "" is the mode's default: relevance for a search, newest for browsing
+    added_from: date | None = None
+    added_to: date | None = None
     cursor: str = ""
     limit: int = RECALL_LIMIT
 
@@ -37,6 +51,10 @@ class ListParams:
             return (query.get(name) or "").strip()[:limit]
 
         status = text("status") or "active"
+        sort = text("sort")
+        added_from, added_to = _day(text("from", 10)), _day(text("to", 10))
+        if added_from and added_to and added_from > added_to:
+            added_from, added_to = added_to, added_from  # a range typed backwards means the same days
         try:
             limit = min(max(int(query.get("limit") or RECALL_LIMIT), 1), MAX_LIMIT)
         except ValueError:
@@ -49,6 +67,9 @@ class ListParams:
             tag=text("tag").lstrip("#").lower(),
             author=text("author"),
             status=status if status in STATUS_FILTERS else "active",
+            sort=sort if sort in SORTS else "",
+            added_from=added_from,
+            added_to=added_to,
             cursor=text("cursor", 500),
             limit=limit,
         )
@@ -61,13 +82,32 @@ class ListParams:
                 query[name] = getattr(self, name)
         if self.status != "active":
             query["status"] = self.status
+        if self.sort:
+            query["sort"] = self.sort
+        if self.added_from:
+            query["from"] = self.added_from.isoformat()
+        if self.added_to:
+            query["to"] = self.added_to.isoformat()
         if self.limit != RECALL_LIMIT:
             query["limit"] = str(self.limit)
         return f"?{query.urlencode()}" if query else ""
 
     @property
     def filtered(self) -> bool:
-        return any((self.scope, self.category, self.source, self.tag, self.author)) or self.status != "active"
+        return (
+            any((self.scope, self.category, self.source, self.tag, self.author, self.added_from, self.added_to))
+            or self.status != "active"
+        )
+
+    @property
+    def effective_sort(self) -> str:
+        if self.q:
+            return self.sort or "relevance"
+        return self.sort if self.sort in {"newest", "oldest"} else "newest"
+
+    @property
+    def sort_choices(self) -> list[tuple[str, str]]:
+        return [(key, label) for key, label in SORTS.items() if self.q or key != "relevance"]
 
     @property
     def browse_only_filters(self) -> list[str]:
@@ -88,8 +128,11 @@ def list_results(principal: Principal, params: ListParams, query: QueryDict) -> 
         tag=params.tag or None,
         author=params.author or None,
         status=params.status,
+        added_from=params.added_from,
+        added_to=params.added_to,
+        oldest_first=params.effective_sort == "oldest",
     )
-    page, next_cursor = keyset_page(memory_list(principal, filters), params.cursor, PAGE_SIZE)
+    page, next_cursor = keyset_page(memory_list(principal, filters), params.cursor, PAGE_SIZE, ascending=filters.oldest_first)
     memory_list_audit(principal=principal, filters=filters, memories=page, via="ui")
     next_url = None
     if next_cursor:
@@ -100,9 +143,11 @@ def list_results(principal: Principal, params: ListParams, query: QueryDict) -> 
 
 
 def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
+    dated = params.added_from is not None or params.added_to is not None
     recall_query = RecallQuery(
         query=params.q,
-        limit=params.limit,
+        # A date range narrows the ranked results afterwards, so it starts from the longest list.
+        limit=MAX_LIMIT if dated else params.limit,
         scopes=[params.scope] if params.scope else None,
         category=params.category or None,
         tags=[params.tag] if params.tag else (),
@@ -118,9 +163,15 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
         }
     except ValidationFailed as exc:
         return {"mode": "recall", "rows": [], "error": exc.message}
-    hits = result.hits
+    hits = [hit for hit in result.hits if _added_within(timezone.localdate(hit.memory.created_at), params)][: params.limit]
+    if params.effective_sort in {"newest", "oldest"}:
+        hits.sort(key=lambda hit: (hit.memory.created_at, hit.memory.pk), reverse=params.effective_sort == "newest")
     rows = memory_rows(principal, [hit.memory for hit in hits], hits=hits, terms=query_terms(params.q))
     more_url = None
     if len(hits) == params.limit and params.limit < MAX_LIMIT:
         more_url = replace(params, limit=MAX_LIMIT).querystring()
     return {"mode": "recall", "rows": rows, "confident": result.confident, "took_ms": result.took_ms, "more_url": more_url}
+
+
+def _added_within(day: date, params: ListParams) -> bool:
+    return (params.added_from is None or day >= params.added_from) and (params.added_to is None or day <= params.added_to)

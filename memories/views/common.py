@@ -113,6 +113,7 @@ def memory_rows(
             "valid_from": memory.valid_from,
             "tags": list(memory.tags),
             "status": memory.status,
+            "snippet": preview(memory),
         }
         if hit is not None:
             row.update(
@@ -128,6 +129,19 @@ def memory_rows(
             )
         rows.append(row)
     return rows
+
+
+PREVIEW_CHARS = 180
+
+
+def preview(memory: Memory) -> str:
+    """The start of a memory's content as one plain line, without a heading that repeats its title."""
+    content = memory.content or ""
+    first, _, rest = content.lstrip().partition("\n")
+    if first.lstrip("# ").strip().lower() == memory.title.strip().lower():
+        content = rest
+    text = plain_text(content[: PREVIEW_CHARS * 4])
+    return text if len(text) <= PREVIEW_CHARS else text[: PREVIEW_CHARS - 1].rsplit(" ", 1)[0] + "…"
 
 
 # -- cursor pagination (newest first: created_at desc, id desc) ----------------------------------------
@@ -149,12 +163,18 @@ def decode_cursor(value: str) -> tuple[datetime, uuid.UUID] | None:
         return None
 
 
-def keyset_page(memories: QuerySet[Memory], cursor: str, size: int) -> tuple[list[Memory], str | None]:
-    """One page after `cursor` of a queryset ordered newest first, and the cursor of the next page."""
+def keyset_page(
+    memories: QuerySet[Memory], cursor: str, size: int, *, ascending: bool = False
+) -> tuple[list[Memory], str | None]:
+    """One page after `cursor` of a queryset ordered newest first (oldest first when `ascending`),
+    and the cursor of the next page."""
     position = decode_cursor(cursor) if cursor else None
     if position is not None:
         moment, last_id = position
-        memories = memories.filter(Q(created_at__lt=moment) | Q(created_at=moment, id__lt=last_id))
+        if ascending:
+            memories = memories.filter(Q(created_at__gt=moment) | Q(created_at=moment, id__gt=last_id))
+        else:
+            memories = memories.filter(Q(created_at__lt=moment) | Q(created_at=moment, id__lt=last_id))
     page = list(memories[: size + 1])
     if len(page) <= size:
         return page, None

@@ -7,7 +7,7 @@ from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from memories.access import Principal
-from memories.selectors.entities import KINDS, entity_for, entity_memories, entity_relations, visible_entities
+from memories.selectors.entities import KINDS, entity_for, entity_member, entity_memories, entity_relations, visible_entities
 from memories.views.common import memory_rows, principal_view
 
 LIST_SIZE = 100
@@ -28,5 +28,10 @@ def entity_list(request: HttpRequest, principal: Principal) -> HttpResponse:
 def entity_detail(request: HttpRequest, principal: Principal, entity_id: int) -> HttpResponse:
     entity = entity_for(principal, entity_id)
     memories = [m for m in entity_memories(principal, entity)[:MEMORIES_SIZE] if principal.can_read_memory(m)]
-    context = {"entity": entity, "rows": memory_rows(principal, memories), "relations": entity_relations(principal, entity)}
+    context = {
+        "entity": entity,
+        "rows": memory_rows(principal, memories),
+        "relations": entity_relations(principal, entity),
+        "member": entity_member(principal, entity),
+    }
     return render(request, "entities/detail.html", context)

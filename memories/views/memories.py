@@ -33,7 +33,7 @@ from memories.forms import (
 )
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import organization_holding, redaction_held_until, supersession_chain
+from memories.selectors.memories import author_suggestions, organization_holding, redaction_held_until, supersession_chain
 from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_restore, memory_supersede
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
@@ -47,6 +47,7 @@ from memories.views.common import (
     principal_view,
 )
 
+AUTHOR_SUGGESTIONS = 20
 RETRY_MESSAGE = (
     "Nothing was saved: the embedding service is unavailable right now. Your text is still here — try again in a moment."
 )
@@ -70,13 +71,27 @@ class HtmxHttpRequest(HttpRequest):
 def memory_list(request: HtmxHttpRequest, principal: Principal) -> HttpResponse:
     params = browse.ListParams.from_query(request.GET)
     results = browse.recall_results(principal, params) if params.q else browse.list_results(principal, params, request.GET)
-    context = {"params": params, "facets": memory_facets(principal), "scopes": principal.readable_scopes(), **results}
+    context = {
+        "params": params,
+        "facets": memory_facets(principal),
+        "scopes": principal.readable_scopes(),
+        "authors": author_suggestions(principal, limit=AUTHOR_SUGGESTIONS),
+        **results,
+    }
     if request.htmx and params.cursor:
         return render(request, "memories/_rows.html", context)
     if request.htmx and request.htmx.target == "memory-results":
         # The address bar gets the query without empty filters, so it reads well and shares well.
         return push_url(render(request, "memories/_results.html", context), f"/memories/{params.querystring()}")
     return render(request, "memories/list.html", context)
+
+
+@principal_view
+@require_GET
+def author_options(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The author filter's typeahead: <option>s of members and named authors matching what was typed."""
+    names = author_suggestions(principal, request.GET.get("author", ""), limit=AUTHOR_SUGGESTIONS)
+    return render(request, "memories/_author_options.html", {"authors": names})
 
 
 @principal_view

@@ -71,5 +71,7 @@ def store_upload(principal: Principal, upload: UploadedFile, options: dict[str, 
         "title": memory.title,
         "url": f"/memories/{memory.pk}/",
         "scope": memory.scope.slug,
-        "message": "Already in Cortex" if result.deduplicated else f"Saved to {memory.scope.slug}",
+        "scope_name": memory.scope.name or memory.scope.slug,
+        "clearance_min": options["clearance_min"],
+        "message": "Already in Cortex" if result.deduplicated else f"Saved to {memory.scope.name or memory.scope.slug}",
     }

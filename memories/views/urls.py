@@ -10,6 +10,7 @@ urlpatterns = [
     path("memories/", memories.memory_list, name="memory-list"),
     path("ask/", ask.ask_page, name="ask"),
     path("memories/new/", memories.memory_new, name="memory-new"),
+    path("memories/authors/", memories.author_options, name="memory-author-options"),
     path("memories/upload/", memories.memory_upload, name="memory-upload"),
     path("memories/preview/", memories.markdown_preview, name="memory-preview"),
     path("memories/<uuid:memory_id>/", memories.memory_detail, name="memory-detail"),

@@ -16,7 +16,8 @@
  *   [data-dialog-open="#id"] / [data-dialog-close]   open / close a <dialog>
  *   [data-toast="…"]         show a toast (data-toast-level: success | error | info)
  *   Cortex.toast(message, level)   also fired by an htmx `HX-Trigger: {"toast": {...}}` header
- *   [data-page-search]       a page's own search box; `/` focuses it before the global one
+ *   [data-page-search]       a page's own search box; `/` focuses it before the global one; ↓ moves to its results
+ *   [data-keyboard-list]     a result list: j / k move focus through its .item-title links, Enter opens one
  *   [data-md-mode="write|preview"]  Markdown editor toggle inside .markdown-field (preview via htmx)
  *   form[data-upload]        one request per file with its own progress bar and outcome (JSON);
  *                            data-max-bytes / data-accept refuse wrong files before sending
@@ -298,8 +299,33 @@
   });
 
   // --- keyboard ----------------------------------------------------------------------------------------
+  // Result lists marked [data-keyboard-list]: j / k (or ↓ from the page's search box) move focus from
+  // one result's title link to the next; Enter then follows the focused link, as links do.
+  function resultLinks() {
+    var list = document.querySelector("[data-keyboard-list]");
+    return list ? Array.prototype.slice.call(list.querySelectorAll(".item-title")) : [];
+  }
+  function moveThroughResults(step) {
+    var links = resultLinks();
+    if (!links.length) return false;
+    var at = links.indexOf(document.activeElement);
+    var next = at === -1 ? (step > 0 ? 0 : links.length - 1) : Math.min(Math.max(at + step, 0), links.length - 1);
+    links[next].focus();
+    links[next].scrollIntoView({ block: "nearest" });
+    return true;
+  }
+
   document.addEventListener("keydown", function (event) {
     if (event.defaultPrevented) return;
+    var plain = !event.ctrlKey && !event.metaKey && !event.altKey;
+    if (plain && (event.key === "j" || event.key === "k") && !isTyping(event.target)) {
+      if (moveThroughResults(event.key === "j" ? 1 : -1)) event.preventDefault();
+      return;
+    }
+    if (plain && event.key === "ArrowDown" && event.target.matches && event.target.matches("[data-page-search]")) {
+      if (moveThroughResults(1)) event.preventDefault();
+      return;
+    }
     if (event.key === "/" && !event.ctrlKey && !event.metaKey && !event.altKey && !isTyping(event.target)) {
       var search = document.querySelector("[data-page-search]") || document.querySelector("[data-global-search]");
       if (search) {
@@ -448,10 +474,87 @@
     return "";
   }
 
-  function sendFile(form, file, row, done) {
+  // The chosen files by name, each with its own scope and clearance (copies of the batch's selects,
+  // starting at the batch's values). Without JavaScript the batch's choice applies to every file.
+  function batchSelect(form, name) { return form.querySelector("select[name='" + name + "']"); }
+
+  function choiceSelect(form, name, file, index, label) {
+    var source = batchSelect(form, name);
+    var wrap = document.createElement("span");
+    wrap.className = "upload-choice";
+    if (!source) return wrap;
+    var select = source.cloneNode(true);
+    select.removeAttribute("id");
+    select.removeAttribute("aria-describedby");
+    select.removeAttribute("required");
+    select.name = "";
+    select.id = "upload-" + name + "-" + index;
+    select.className = "input-sm";
+    select.value = source.value;
+    select.setAttribute("data-choice", name);
+    var caption = document.createElement("label");
+    caption.htmlFor = select.id;
+    caption.className = "visually-hidden";
+    caption.textContent = label + " for " + file.name;
+    wrap.appendChild(caption);
+    wrap.appendChild(select);
+    return wrap;
+  }
+
+  function renderChoices(form) {
+    var box = form.querySelector("[data-upload-chosen]");
+    var list = form.querySelector("[data-upload-choices]");
+    var input = form.querySelector("input[type=file]");
+    if (!box || !list || !input) return;
+    var files = input.files ? Array.prototype.slice.call(input.files) : [];
+    list.textContent = "";
+    box.hidden = files.length === 0;
+    files.forEach(function (file, index) {
+      var row = document.createElement("li");
+      row.className = "upload-item upload-choice-row";
+      row.setAttribute("data-file-name", file.name);
+      var name = document.createElement("span");
+      name.className = "upload-name";
+      var label = document.createElement("span");
+      label.className = "truncate";
+      label.textContent = file.name + " · " + humanSize(file.size);
+      name.appendChild(label);
+      row.appendChild(name);
+      row.appendChild(choiceSelect(form, "scope", file, index, "Scope"));
+      row.appendChild(choiceSelect(form, "clearance_min", file, index, "Minimum clearance"));
+      list.appendChild(row);
+    });
+  }
+
+  function choicesFor(form, index) {
+    var row = form.querySelectorAll("[data-upload-choices] > li")[index];
+    var pick = function (name) {
+      var own = row && row.querySelector("select[data-choice='" + name + "']");
+      var batch = batchSelect(form, name);
+      return own ? own.value : (batch ? batch.value : "");
+    };
+    return { scope: pick("scope"), clearance_min: pick("clearance_min") };
+  }
+
+  document.addEventListener("change", function (event) {
+    var el = event.target;
+    var form = el instanceof Element ? el.closest("form[data-upload]") : null;
+    if (!form) return;
+    if (el instanceof HTMLInputElement && el.type === "file") { renderChoices(form); return; }
+    if (!(el instanceof HTMLSelectElement)) return;
+    if (el.hasAttribute("data-choice")) { el.setAttribute("data-touched", ""); return; }
+    // A new batch choice reaches every file whose own choice nobody changed.
+    form.querySelectorAll("select[data-choice='" + el.name + "']:not([data-touched])").forEach(function (own) {
+      own.value = el.value;
+    });
+  });
+
+  function sendFile(form, file, row, done, choice) {
     var data = new FormData(form);
     data.delete("files");
     data.append("files", file, file.name);
+    if (choice && choice.scope) data.set("scope", choice.scope);
+    if (choice && choice.clearance_min) data.set("clearance_min", choice.clearance_min);
     var xhr = new XMLHttpRequest();
     xhr.open("POST", form.action);
     xhr.setRequestHeader("Accept", "application/json");
@@ -485,7 +588,9 @@
     var submit = form.querySelector("[data-upload-submit]");
     list.textContent = "";
     if (submit) submit.disabled = true;
-    var queue = files.map(function (file) { return { file: file, row: uploadRow(list, file) }; });
+    var queue = files.map(function (file, index) {
+      return { file: file, choice: choicesFor(form, index), row: uploadRow(list, file) };
+    });
     var saved = 0;
     var failed = 0;
     function next() {
@@ -493,6 +598,7 @@
       if (!item) {
         if (submit) submit.disabled = false;
         input.value = "";
+        renderChoices(form);
         var summary = saved + " saved" + (failed ? ", " + failed + " failed" : "");
         announce("Upload finished: " + summary);
         toast("Upload finished: " + summary, failed ? "error" : "success");
@@ -501,7 +607,7 @@
       var problem = precheck(form, item.file);
       if (problem) { finishRow(item.row, false, problem); failed += 1; next(); return; }
       setProgress(item.row, 2, "Starting…");
-      sendFile(form, item.file, item.row, function (ok) { if (ok) saved += 1; else failed += 1; next(); });
+      sendFile(form, item.file, item.row, function (ok) { if (ok) saved += 1; else failed += 1; next(); }, item.choice);
     }
     next();
   });
@@ -523,12 +629,39 @@
       if (type === "drop" && event.dataTransfer && event.dataTransfer.files.length) {
         event.preventDefault();
         var input = zone.querySelector("input[type=file]");
-        if (input) input.files = event.dataTransfer.files;
+        if (input) {
+          input.files = event.dataTransfer.files;
+          input.dispatchEvent(new Event("change", { bubbles: true }));
+        }
       }
     });
   });
 
+  // --- phone nav strip: say when more pages lie off to the right; show the current page's link ------------
+  function navStrip() {
+    var strip = document.querySelector(".sidebar");
+    var more = strip && strip.querySelector("[data-nav-more]");
+    if (!strip || !more) return;
+    var update = function () {
+      var scrollable = strip.scrollWidth - strip.clientWidth > 4;
+      var atEnd = strip.scrollLeft + strip.clientWidth >= strip.scrollWidth - 4;
+      more.hidden = !scrollable || atEnd;
+    };
+    var current = strip.querySelector("[aria-current=page]");
+    if (current && strip.scrollWidth > strip.clientWidth) {
+      var right = current.offsetLeft + current.offsetWidth;
+      if (right > strip.clientWidth) strip.scrollLeft = right - strip.clientWidth + 48;
+    }
+    more.addEventListener("click", function () {
+      strip.scrollBy({ left: Math.round(strip.clientWidth * 0.7), behavior: "smooth" });
+    });
+    strip.addEventListener("scroll", update, { passive: true });
+    window.addEventListener("resize", update);
+    update();
+  }
+
   ready(function () {
+    navStrip();
     // Filters fold away on a phone until asked for (they stay open when one is set).
     if (window.matchMedia && window.matchMedia("(max-width: 640px)").matches) {
       document.querySelectorAll("details[data-collapse-on-phone]").forEach(function (d) { d.open = false; });

@@ -229,7 +229,7 @@ def test_upload_answers_json_per_file_for_the_progress_ui(acme: dict[str, Any]) 
     ok = upload(client, SimpleUploadedFile("a.txt", b"Alpha text."), json=True)
     assert ok.status_code == 201
     result = ok.json()["results"][0]
-    assert result["ok"] is True and result["url"].startswith("/memories/") and result["message"] == "Saved to engineering"
+    assert result["ok"] is True and result["url"].startswith("/memories/") and result["message"] == "Saved to Engineering"
     again = upload(client, SimpleUploadedFile("a.txt", b"Alpha text."), json=True)
     assert again.status_code == 200 and again.json()["results"][0]["deduplicated"] is True
     bad = upload(client, SimpleUploadedFile("b.exe", b"MZ"), json=True)

@@ -1,5 +1,6 @@
-"""The organization's policy: `auto` resolves duplicates, stale pairs and confident contradictions
-(authority, then recency) unless the winner reaches fewer people; `manual` queues everything.
+"""The organization's policy: `auto` resolves confident verdicts — duplicates, stale pairs and
+contradictions (authority, then recency) — unless the winner reaches fewer people; a verdict whose
+confidence is below LOW_CONFIDENCE waits for a person; `manual` queues everything.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from memories.analysis.conflicts import Verdict
 from memories.models import Conflict, Membership, Memory, Organization, Scope
 from memories.services.memories import memory_supersede_with_existing
 
-# Below this confidence an LLM contradiction is queued for a person even under the auto policy.
+# Below this confidence a verdict is queued for a person even under the auto policy: resolving means
+# superseding one memory, and an unsure classifier should not hide knowledge on its own. (The
+# heuristic's verdicts start at 0.81 for aligned statements, so in practice this routes LLM verdicts.)
 LOW_CONFIDENCE = 0.7
 DISSENT_CHARS = 1000
 
@@ -43,6 +46,12 @@ def _reaches_as_far(winner: Memory, loser: Memory) -> bool:
     return winner.scope_id == loser.scope_id or winner.scope.visibility == Scope.Visibility.ALL_MEMBERS
 
 
+_POLICY_OF_KIND = {
+    Conflict.Kind.DUPLICATE: Conflict.Policy.DUPLICATE,
+    Conflict.Kind.STALE: Conflict.Policy.STALE,
+}
+
+
 @dataclass(frozen=True)
 class PolicyDecision:
     winner: Memory | None
@@ -54,6 +63,14 @@ class PolicyDecision:
 def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
     """Who wins under the auto policy, and why; `winner` None leaves the conflict for a person."""
     new, existing = conflict.new_memory, conflict.existing_memory
+    if conflict.confidence is not None and conflict.confidence < LOW_CONFIDENCE:
+        return PolicyDecision(
+            None,
+            None,
+            _POLICY_OF_KIND.get(conflict.kind, Conflict.Policy.AUTHORITY),
+            f"Left for a person: the classifier was unsure (confidence {conflict.confidence:.2f}, "
+            f"below {LOW_CONFIDENCE:.2f}), so nothing was superseded automatically.",
+        )
     if conflict.kind == Conflict.Kind.DUPLICATE:
         for winner, loser in ((existing, new), (new, existing)):
             if _reaches_as_far(winner, loser) and could_supersede(winner, loser):
@@ -75,13 +92,6 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
             winner, loser, Conflict.Policy.STALE, f"Outdated: kept the {'new' if winner is new else 'existing'} memory."
         )
     else:
-        if conflict.confidence is not None and conflict.confidence < LOW_CONFIDENCE:
-            return PolicyDecision(
-                None,
-                None,
-                Conflict.Policy.AUTHORITY,
-                f"Left for a person: the classifier was unsure (confidence {conflict.confidence:.2f}).",
-            )
         names = clearance_names(conflict.organization_id)
         rank_new, rank_existing = _author_rank(new), _author_rank(existing)
         # An author known only by name (e.g. from a connector) ranks below every rung.

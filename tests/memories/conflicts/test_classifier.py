@@ -102,7 +102,9 @@ def test_values_are_read_with_their_units() -> None:
     assert statement.values["date"] == {"03-03"}
     assert statement.values["time"] == {"10:00"}
     assert statement.values["version:python"] == {"3.12"}
-    assert statement.values["number:request"] == {"250"}
+    # A rate is read per unit of time, however it is spelled: "250 requests per minute", "250/min".
+    assert statement.values["number:per-minute"] == {"250"}
+    assert analyse_statement("The limit is 250/min.").values["number:per-minute"] == {"250"}
     assert statement.periods == {"q3"}
 
 
