@@ -258,5 +258,5 @@ def test_beat_runs_the_dispatcher_every_minute_through_its_task(acme: dict[str, 
     entry = next(e for e in settings.CELERY_BEAT_SCHEDULE.values() if e["task"] == "connectors.dispatch_due")
     assert entry["schedule"] == 60.0
     inbox = gmail(acme["exec"])
-    answer = task.apply().get()
+    answer = task.apply().get(disable_sync_subtasks=False)
     assert answer["started"] == [str(SyncRun.objects.get(connector=inbox).pk)]

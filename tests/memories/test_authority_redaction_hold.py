@@ -60,12 +60,12 @@ def test_expired_holds_are_made_final_in_bounded_batches(acme: dict[str, Any], s
     RedactionHold.objects.filter(memory_id__in=[m.pk for m in memories[:2]]).update(
         held_until=timezone.now() - timedelta(hours=1)
     )
-    assert finalise_redaction_holds.apply(kwargs={"batch_size": 1}).get() == 1
+    assert finalise_redaction_holds.apply(kwargs={"batch_size": 1}).get(disable_sync_subtasks=False) == 1
     assert RedactionHold.objects.count() == 2
-    finalise_redaction_holds.apply(kwargs={"batch_size": 10}).get()
+    finalise_redaction_holds.apply(kwargs={"batch_size": 10}).get(disable_sync_subtasks=False)
     assert list(RedactionHold.objects.values_list("memory_id", flat=True)) == [memories[2].pk]  # not expired yet
     assert AuditEvent.objects.filter(action="memory.redaction_final").count() == 2
-    assert finalise_redaction_holds.apply().get() == 0  # nothing more to do: idempotent
+    assert finalise_redaction_holds.apply().get(disable_sync_subtasks=False) == 0  # nothing more to do: idempotent
 
 
 def test_the_ui_offers_restore_to_admins_only_and_urgent_in_the_redact_form(acme: dict[str, Any]) -> None:

@@ -26,10 +26,10 @@ def job(acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callba
 
 
 def test_running_a_job_twice_runs_its_work_once(job: Job) -> None:
-    assert run_job.apply(args=(str(job.pk),)).get() == "succeeded"
+    assert run_job.apply(args=(str(job.pk),)).get(disable_sync_subtasks=False) == "succeeded"
     job.refresh_from_db()
     first = (job.status, job.result, job.finished_at, job.attempts)
-    assert run_job.apply(args=(str(job.pk),)).get() == "skipped"
+    assert run_job.apply(args=(str(job.pk),)).get(disable_sync_subtasks=False) == "skipped"
     job.refresh_from_db()
     assert (job.status, job.result, job.finished_at, job.attempts) == first
     assert job.result is not None and job.result["decisions"][0]["text"] == "We decided to ship on Friday."
@@ -90,21 +90,23 @@ def test_finished_jobs_and_the_transcripts_sent_to_them_are_deleted_after_the_re
     from memories.tasks import purge_finished_jobs
 
     settings.CORTEX_JOB_RETENTION_HOURS = 24
-    assert run_job.apply(args=(str(job.pk),)).get() == "succeeded"
+    assert run_job.apply(args=(str(job.pk),)).get(disable_sync_subtasks=False) == "succeeded"
     waiting = jobs.job_create(
         principal=principal_of(acme["employee"]), kind=Job.Kind.EXTRACT_DECISIONS, payload={"summary": "Old but queued."}
     )
     Job.objects.filter(pk=waiting.pk).update(created_at=timezone.now() - timedelta(days=3))
 
-    assert purge_finished_jobs.apply().get() == 0  # finished a moment ago: kept, and its owner still sees it
+    assert (
+        purge_finished_jobs.apply().get(disable_sync_subtasks=False) == 0
+    )  # finished a moment ago: kept, and its owner still sees it
     assert api(acme["employee"]).get(f"/api/jobs/{job.pk}").json()["status"] == "succeeded"
 
     Job.objects.filter(pk=job.pk).update(finished_at=timezone.now() - timedelta(hours=25))
-    assert purge_finished_jobs.apply().get() == 1
+    assert purge_finished_jobs.apply().get(disable_sync_subtasks=False) == 1
     assert not Job.objects.filter(pk=job.pk).exists()
     assert api(acme["employee"]).get(f"/api/jobs/{job.pk}").status_code == 404
     assert Job.objects.filter(pk=waiting.pk).exists()  # not finished: never purged
-    assert purge_finished_jobs.apply().get() == 0  # running it again changes nothing
+    assert purge_finished_jobs.apply().get(disable_sync_subtasks=False) == 0  # running it again changes nothing
 
 
 def test_beat_runs_the_job_clean_up_and_the_redaction_holds_hourly() -> None:
@@ -131,11 +133,11 @@ def test_the_purge_deletes_in_bounded_batches_and_enqueues_the_next_batch(
     Job.objects.filter(pk__in=[j.pk for j in made]).update(status="succeeded", finished_at=long_ago)
 
     with django_capture_on_commit_callbacks(execute=False) as next_batches:
-        assert purge_finished_jobs.apply(args=(2,)).get() == 2
+        assert purge_finished_jobs.apply(args=(2,)).get(disable_sync_subtasks=False) == 2
     assert len(next_batches) == 1  # the batch was full: the next one is enqueued
     assert Job.objects.filter(pk__in=[j.pk for j in made]).count() == 1
 
     with django_capture_on_commit_callbacks(execute=False) as next_batches:
-        assert purge_finished_jobs.apply(args=(2,)).get() == 1
+        assert purge_finished_jobs.apply(args=(2,)).get(disable_sync_subtasks=False) == 1
     assert next_batches == []  # nothing left: the chain stops
     assert not Job.objects.filter(pk__in=[j.pk for j in made]).exists()

@@ -253,8 +253,8 @@ def test_running_the_post_write_task_again_changes_nothing(acme: dict[str, Any],
     )
 
     for memory in Memory.objects.all():
-        after_memory_write.apply(args=(str(memory.pk),)).get()
-    after_memory_write.apply(args=(str(new.pk),)).get()
+        after_memory_write.apply(args=(str(memory.pk),)).get(disable_sync_subtasks=False)
+    after_memory_write.apply(args=(str(new.pk),)).get(disable_sync_subtasks=False)
 
     assert (
         list(Conflict.objects.values()),
