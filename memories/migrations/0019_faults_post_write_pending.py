@@ -1,4 +1,4 @@
-"""Memory.post_write_pending: which memories still need their post-write work (helper "faults").
+"""Memory.post_write_pending: which memories still need their post-write work.
 
 Existing rows get False — they were written before the marker and their task has had its chance;
 new rows are True until the task runs (the model's default). The partial index is built
@@ -13,7 +13,7 @@ from django.db.models import Q
 class Migration(migrations.Migration):
     atomic = False
 
-    dependencies = [("memories", "0014_authority_redaction_hold")]
+    dependencies = [("memories", "0018_scale_same_org_keys")]
 
     operations = [
         # A constant default: PostgreSQL adds the column without rewriting the table.
