@@ -10,7 +10,7 @@ Contract of each server object:
   that is still running is reused; a stale lock (pid file of a dead process) is
   cleared; a lock held by some *other* live process is refused with
   `EmbeddedServiceError` and a message saying what to do — never a traceback.
-- `stop()` shuts the server down cleanly (PostgreSQL fast shutdown, Redis SAVE).
+- `stop()` shuts the server down cleanly (PostgreSQL fast shutdown; Redis SIGTERM, which saves).
 - `url` is the connection URL the rest of Cortex reads from the environment.
 
 Local isolation (nothing here is reachable by another local user):
