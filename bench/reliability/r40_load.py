@@ -212,7 +212,8 @@ def main() -> int:
     command = "make reliability RELIABILITY=r40_load.py"
     if args.clients != [16, 64] or args.seconds != 60.0 or args.corpus != 2000:
         clients = " ".join(map(str, args.clients))
-        command = f".venv/bin/python bench/reliability/r40_load.py --clients {clients} --seconds {args.seconds:g} --corpus {args.corpus}"
+        sizes = f"--clients {clients} --seconds {args.seconds:g} --corpus {args.corpus}"
+        command = f".venv/bin/python bench/reliability/r40_load.py {sizes}"
     write_section("load", "Load", body, command=command)
     print(body)
     return 0 if ok else 1
