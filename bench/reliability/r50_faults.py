@@ -76,7 +76,9 @@ def phase_worker_backfill(channels: int) -> dict[str, Any]:
     slack = bench_connectors.make_workspace(channels)
     channel_ids = sorted(slack.channels)
     probe, _ = bench_connectors.make_connector(slack, "probe", channel_ids)
-    source, checkpoint, expected = source_for(probe), {}, set()
+    source = source_for(probe)
+    checkpoint: dict[str, Any] = {}
+    expected: set[str] = set()
     while True:  # the source alone: every item and the final cursor, nothing written
         page = source.fetch_page({**checkpoint}, limit=1000, first_run_since=None)
         expected |= {item.external_id for item in page.items}
