@@ -166,6 +166,9 @@ def phase_server(repeat: int) -> dict[str, Any]:
     # Loading bench/connectors.py put bench/ (with its own github_webhooks) ahead of tests/ again.
     sys.path.insert(0, str(ROOT / "tests"))
     helpers.setup_django()
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)  # as `make run` does: pages need the manifest
     import httpx
     from github_webhooks import WEBHOOK_SECRET, github_fixture, github_signature
     from support.slack_workspace import BOT_TOKEN, SIGNING_SECRET, fixture_bytes, sign
@@ -188,11 +191,12 @@ def phase_server(repeat: int) -> dict[str, Any]:
         config={"repositories": ["robvanderleek/create-issue-branch"], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
         credentials={"webhook_secret": WEBHOOK_SECRET},
     ).connector
+    workspace = helpers.make_workspace(1)  # the loopback Slack the connector's set-up checks its channel with
     slack = connector_create(
         principal=principal,
         kind="slack",
         name="Slack",
-        config={"channels": ["C06NRA6JLER"], "api_url": "http://127.0.0.1:9"},
+        config={"channels": ["C00000000"], "api_url": workspace.api_url},
         credentials={"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET},
     ).connector
 
@@ -205,7 +209,7 @@ def phase_server(repeat: int) -> dict[str, Any]:
     result: dict[str, Any] = {"uploads": [], "webhooks": [], "bodies": []}
     try:
         base = f"http://127.0.0.1:{port}"
-        helpers.wait_http(f"{base}/api/me")
+        helpers.wait_http(f"{base}/api/me", timeout=300)  # a loaded machine starts slowly
         client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {secret}"}, timeout=120)
         client.get("/api/me")
         result["server_rss_idle"] = vm(web.pid, "VmRSS")
