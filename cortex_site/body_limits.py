@@ -8,7 +8,7 @@ for files at all. So two layers:
   not read at all; a body without one (chunked) is counted as it arrives and reading stops at the
   limit. Either way Django gets an empty body and `scope["cortex.body_too_large"]` = the size
   seen. Paths that are not Django's (the MCP endpoint) are answered 413 right there.
-- `BodyLimitMiddleware` (first in MIDDLEWARE, after the request id) answers 413 for that mark —
+- `BodyLimitMiddleware` (after sessions and auth, before any view reads the body) answers 413 for that mark —
   or, under WSGI and the test client, where nothing is read until asked, for a Content-Length over
   the limit. Webhook paths go on to their view, which audits the refusal against its connector.
 

@@ -129,8 +129,6 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "audit.middleware.RequestIdMiddleware",
     "cortex_site.db_router.ReplicaRoutingMiddleware",
-    # Before anything that reads the body (CSRF reads POST): an oversized one is refused unread.
-    "cortex_site.body_limits.BodyLimitMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "cortex_site.middleware.SecurityHeadersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -141,6 +139,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # Before any view or process_view reads the body (CSRF reads POST): an oversized one is refused
+    # unread; after sessions and auth, so its 413 page knows who is signed in.
+    "cortex_site.body_limits.BodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

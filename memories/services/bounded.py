@@ -19,7 +19,8 @@ from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
 
-_PRELOAD = ["memories.services.extraction"]
+# The parsers too: imported once in the fork server, not in every child.
+_PRELOAD = ["memories.services.extraction", "lxml.etree", "pypdf"]
 _lock = threading.Lock()
 _context: Any = None
 

@@ -347,6 +347,16 @@ def _declared_pages(reader: Any) -> int:
         return 0  # no usable /Count: the real count decides
 
 
+def _direct_kids(reader: Any) -> int:
+    """How many entries the root of the page tree lists, read without resolving any of them: each
+    is at least one page, so a flat tree of thousands is refused without reading thousands of objects."""
+    try:
+        kids = reader.trailer["/Root"]["/Pages"].get("/Kids", [])
+        return len(kids)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0
+
+
 def _check_pages(name: str, count: int, max_pages: int) -> None:
     if count > max_pages:
         raise ExtractionRefused(
@@ -371,9 +381,11 @@ def _pdf(name: str, data: bytes, max_chars: int, max_pages: int) -> Extracted:
         reader = PdfReader(io.BytesIO(data))
         if reader.is_encrypted and not reader.decrypt(""):
             raise encrypted
-        # The page tree's own /Count first: one object, where counting the pages resolves every one
-        # of them (about 1.5 ms a page in pypdf). A /Count that lies is caught by the real count.
+        # The page tree's own /Count and the root's list of kids first: one object, where counting
+        # the pages resolves every one of them (about 1.5 ms a page in pypdf). A /Count that lies
+        # under a nested tree is caught by the real count, within the CPU limit.
         _check_pages(name, _declared_pages(reader), max_pages)
+        _check_pages(name, _direct_kids(reader), max_pages)
         count = len(reader.pages)
         _check_pages(name, count, max_pages)
         metadata = reader.metadata

@@ -135,3 +135,10 @@ def spin_forever() -> None:
 
 def refuse(message: str) -> None:
     raise LookupError(message)
+
+
+def address_space() -> int:
+    """This process's address space in bytes (VmSize): what RLIMIT_AS counts."""
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmSize:"))
+    return int(line.split()[1]) * 1024

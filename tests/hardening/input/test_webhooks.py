@@ -150,7 +150,11 @@ def send(connector: Connector, case: Case) -> Any:
                 headers[name] = value
     path = f"/api/webhooks/{connector.kind}/{connector.pk}"
     if case.declared_length is not None:
-        unread = {"CONTENT_LENGTH": str(case.declared_length), "CONTENT_TYPE": case.content_type, "wsgi.input": Unreadable()}
+        unread: dict[str, Any] = {
+            "CONTENT_LENGTH": str(case.declared_length),
+            "CONTENT_TYPE": case.content_type,
+            "wsgi.input": Unreadable(),
+        }
         return Client().generic("POST", path, b"", headers=headers, **unread)
     return Client().generic("POST", path, body, content_type=case.content_type, headers=headers)
 
