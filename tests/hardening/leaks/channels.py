@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import httpx2
-from anyio.from_thread import start_blocking_portal
 from django.test import Client
 from hardening.leaks.surfaces import OK, TOOL_ERROR, Answer, json_text
 from hardening.leaks.world import Who, World
@@ -64,33 +63,18 @@ def _tool_answer(result: Any) -> Answer:
     return Answer(TOOL_ERROR if result.is_error else OK, json_text(structured) + "\n" + "\n".join(texts), request_id)
 
 
-@contextmanager
-def mcp(server_url: str, who: Who) -> Iterator[Ask]:
-    """One MCP connection for all of a principal's calls (the official client, Streamable HTTP)."""
-    headers = {"Authorization": f"Bearer {who.secret}"}
-    with start_blocking_portal() as portal:
+def mcp_calls(server_url: str, who: Who, calls: list[tuple[Any, ...]]) -> list[Answer]:
+    """Every call on one MCP connection (the official client over Streamable HTTP), answers in order."""
 
-        async def open_client() -> tuple[Any, Any]:
-            http = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0))
-            client = McpClient(streamable_http_client(f"{server_url}/mcp/", http_client=http))
-            await client.__aenter__()
-            return http, client
+    async def flow() -> list[Answer]:
+        headers = {"Authorization": f"Bearer {who.secret}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0)) as http,
+            McpClient(streamable_http_client(f"{server_url}/mcp/", http_client=http)) as client,
+        ):
+            return [_tool_answer(await client.call_tool(tool, arguments)) for tool, arguments in calls]
 
-        http, client = portal.call(open_client)
-
-        def ask(call: tuple[Any, ...]) -> Answer:
-            tool, arguments = call
-            return _tool_answer(portal.call(client.call_tool, tool, arguments))
-
-        try:
-            yield ask
-        finally:
-
-            async def close() -> None:
-                await client.__aexit__(None, None, None)
-                await http.aclose()
-
-            portal.call(close)
+    return anyio.run(flow)
 
 
 def mcp_refused(server_url: str, who: Who) -> Answer:

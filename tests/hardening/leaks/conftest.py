@@ -1,9 +1,10 @@
-"""The leak suite's fixtures: the world built once per module (committed, so the live MCP server in
-a thread of this process reads it too), emptied again when the module is done; the live server.
+"""The leak suite's fixtures: the world built once for this package (committed, so the live MCP server
+in a thread of this process reads it too), emptied again when the package is done; the live server.
 
-Tests of a module run inside pytest-django's per-test transaction (`db`): what they write is rolled
-back and the world stays as built. The server's own writes (audit events of MCP calls) commit; the
-module's teardown flushes every table, as a transactional test's teardown does.
+Tests run inside pytest-django's per-test transaction (`db`): what they write is rolled back and the
+world stays as built. The server's own writes (audit events of MCP calls) commit; the teardown
+flushes every table, as a transactional test's teardown does. Tests here that build their own data
+(the `acme` fixture) run beside the world and look only at their own organization.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import uvicorn
 from django.core.management import call_command
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def world(django_db_setup: Any, django_db_blocker: Any) -> Iterator[Any]:
     from hardening.leaks.world import build_world
 

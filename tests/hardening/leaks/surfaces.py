@@ -10,6 +10,7 @@ allowed to pass by showing nothing).
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
 import os
@@ -45,7 +46,12 @@ def _memory_by_id(world: World) -> dict[str, Canary]:
 
 
 def memories(world: World) -> list[Target]:
-    return [Target(mid, canary.opens) for mid, canary in _memory_by_id(world).items()]
+    # A browser session may be told that a memory lives in another of its member's organizations (and
+    # offered a switch) exactly when that membership may open it there: `also` holds those memberships.
+    def rule(canary: Canary) -> Callable[[Who], bool]:
+        return lambda who: canary.opens(who) or any(canary.opens(other) for other in who.also)
+
+    return [Target(mid, rule(canary)) for mid, canary in _memory_by_id(world).items()]
 
 
 def conflicts(world: World) -> list[Target]:
@@ -219,9 +225,14 @@ class Answer:
     def normalised(self, ident: str) -> tuple[int, str]:
         """Status and body with this object's id, the request id and per-response tokens set aside."""
         text = self.text
-        for value in (ident, self.request_id):
-            if value:
-                text = text.replace(value, "<ID>")
+        if self.request_id:
+            text = text.replace(self.request_id, "<RID>")
+        if ident.isdigit() and len(ident) < 6:
+            # A short number (an entity id) only where it is an id: in a path.
+            text = re.sub(rf"(?<=/){ident}(?=[/?\"'#]|$)", "<ID>", text)
+        elif ident:
+            text = re.sub(rf"(?<![\w-]){re.escape(ident)}(?![\w-])", "<ID>", text)
+        text = re.sub(r'("X-CSRFToken": ")[^"]*', r"\1", text)
         text = re.sub(r'nonce="[^"]*"', 'nonce=""', text)
         text = re.sub(r'(csrfmiddlewaretoken" value=")[^"]*', r"\1", text)
         text = re.sub(r'("csrf[-_]token"[^>]*content=")[^"]*', r"\1", text)
@@ -238,10 +249,13 @@ class Check:
     canaries_checked: int = 0
     problems: list[str] = field(default_factory=list)
 
-    def leaks(self, world: World, label: str, answer: Answer) -> None:
+    def leaks(self, world: World, label: str, answer: Answer, *, sent: str = "") -> None:
+        """Canaries in the answer beyond the principal's rights; what the principal itself sent (an
+        entity name, a scope slug echoed in an error) is no leak and is set aside first."""
         self.requests += 1
         self.canaries_checked += len(world.canaries)
-        for leak in world.leaks(self.who, answer.text):
+        text = re.sub(re.escape(sent), "", answer.text, flags=re.IGNORECASE) if sent else answer.text
+        for leak in world.leaks(self.who, text):
             self.problems.append(f"{label}: shows {leak} (status {answer.status})")
 
     def complete(self, world: World, label: str, answer: Answer, org: str) -> None:
@@ -257,7 +271,7 @@ class Check:
 
 # `make test` asks each principal about a rotating sample of each kind's objects (every object is
 # still asked about by some principal); the reliability step sets CORTEX_LEAK_FULL=1 for all of them.
-SAMPLE_HIDDEN, SAMPLE_OPENED = 3, 1
+SAMPLE_HIDDEN, SAMPLE_OPENED = 2, 1
 
 
 def _sample(targets: list[Target], who: Who, *, full: bool) -> list[Target]:
@@ -299,15 +313,21 @@ def run_surfaces(world: World, who: Who, table: Iterable[Surface], ask: Callable
                 continue
             answer = ask(fill(surface.call, target.ident))
             label = f"{surface.name}[{target.ident}]"
-            check.leaks(world, label, answer)
+            check.leaks(world, label, answer, sent=target.ident)
             if not hidden and who.usable and surface.opened_status is not None and answer.status != surface.opened_status:
                 check.problems.append(f"{label}: may be opened but answers {answer.status} {answer.text[:200]!r}")
             if hidden and answer.normalised(target.ident) != missing.normalised(surface.missing):
-                check.problems.append(
-                    f"{label}: answers {answer.status} {answer.text[:300]!r} where a missing one answers "
-                    f"{missing.status} {missing.text[:300]!r}"
-                )
+                difference = _difference(answer, target.ident, missing, surface.missing)
+                check.problems.append(f"{label}: answers otherwise than a missing one: {difference}")
     return check
+
+
+def _difference(answer: Answer, ident: str, missing: Answer, missing_ident: str) -> str:
+    (status, text), (missing_status, missing_text) = answer.normalised(ident), missing.normalised(missing_ident)
+    if status != missing_status:
+        return f"status {status} {text[:200]!r} vs {missing_status} {missing_text[:200]!r}"
+    lines = difflib.unified_diff(missing_text.splitlines(), text.splitlines(), lineterm="", n=0)
+    return " | ".join(list(lines)[2:8])
 
 
 def json_text(data: Any) -> str:

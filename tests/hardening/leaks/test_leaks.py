@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
 import pytest
 from hardening.leaks import channels
@@ -58,9 +59,12 @@ def test_mcp_shows_no_principal_more_than_its_rights(world: World, key: str, lea
             check.problems.append(f"initialize: a token that may not connect answered {answer.status}")
         _assert_clean("mcp", check)
         return
-    with channels.mcp(leak_server_url, who) as ask:
-        check = run_surfaces(world, who, MCP, ask, who.org)
-    _assert_clean("mcp", check)
+    # The calls are made on one connection in one event loop: a first pass lists them, the second
+    # checks the answers in the same order.
+    calls: list[tuple[Any, ...]] = []
+    run_surfaces(world, who, MCP, lambda call: calls.append(call) or Answer(0, ""), who.org)
+    answers = iter(channels.mcp_calls(leak_server_url, who, calls))
+    _assert_clean("mcp", run_surfaces(world, who, MCP, lambda _call: next(answers), who.org))
 
 
 def test_the_canaries_reach_every_kind_of_surface(world: World) -> None:

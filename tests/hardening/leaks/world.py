@@ -100,6 +100,7 @@ class Who:
     via: str = "token"  # token | oauth | session | connector
     secret: str = ""  # bearer for REST/MCP
     membership_id: int = 0
+    also: tuple[Who, ...] = ()  # the same person's sessions in their other organizations (browser only)
 
     @property
     def readable(self) -> frozenset[str]:
@@ -537,6 +538,8 @@ def build_world() -> World:
     for key in SESSION_PRINCIPALS:
         base = w.principals[key]
         w.sessions[key] = Who(**{**base.__dict__, "via": "session", "secret": "", "token_scopes": None})
+    for one, other in (("dual@acme", "dual@globex"), ("dual@globex", "dual@acme")):
+        w.sessions[one] = Who(**{**w.sessions[one].__dict__, "also": (w.sessions[other],)})
     # Webhook secrets are nobody's to read, in any answer.
     w.canaries.append(Canary("webhook-secret", ("leak-webhook-secret-acme", "leak-webhook-secret-globex"), _nobody))
     return w
