@@ -166,6 +166,15 @@ EXPLAINED: list[tuple[str, str, str, str]] = [
         "whatever `heaviest` is, so the share is 0 either way",
     ),
 ]
+EXPLAINED += [
+    (
+        "memories/access.py",
+        r"NumberReplacer$",
+        r"return max\(clearance_names\(self\.organization_id\), default=0\)",
+        "equivalent: the default applies only to an organization without clearance rungs, which can have no "
+        "members (a member needs a rung) and so no memories for the operator to read at any rank",
+    ),
+]
 ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
 
 
