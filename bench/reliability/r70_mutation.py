@@ -106,7 +106,9 @@ TARGETS = [
         "connectors/sources/slack/source.py",
         ("tests/connectors/slack/test_slack_events.py",),
         functions=("SlackSource.verify_delivery",),
-        keywords="unsigned or bad_signature or url_verification or a_message_becomes",
+        # The signed URL-verification handshake is the accepted case (the message test also times its answer,
+        # which a loaded machine fails for reasons no mutant has).
+        keywords="unsigned or bad_signature or url_verification",
     ),
     Target(
         "github signature check",
