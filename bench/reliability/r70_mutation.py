@@ -457,6 +457,11 @@ def run_target(target: Target, work: Path, env: dict[str, str], *, fresh: bool, 
     outcome = Outcome(target)
     slug = slug_of(target)
     config, session = HOME / f"{slug}.toml", HOME / f"{slug}.sqlite"
+    if deadline - time.monotonic() <= 0:
+        outcome.note = "not run: the time budget was spent"
+        if session.exists():
+            tally(session, work, target, outcome)
+        return outcome
     command = target.command
     started = time.monotonic()
     baseline = subprocess.run(command, shell=True, cwd=work, env=env, capture_output=True, text=True)  # noqa: S602
