@@ -16,6 +16,7 @@ import pytest
 from support import assert_envelope, principal, remember
 
 from audit.models import AuditEvent
+from memories.access import could_supersede
 from memories.models import Memory, Scope
 from memories.selectors.memories import memory_for_history, readable_base, visible_memories
 from memories.services import tenancy
@@ -140,6 +141,22 @@ def test_a_memory_at_the_readers_own_rung_is_found_on_every_path(
     assert [hit["memory"]["id"] for hit in recalled][:1] == [str(memory.pk)]
     assert reader.patch(f"/api/memories/{memory.pk}", {"tags": ["targets"]}).status_code == 200
     assert memory_for_history(principal(rungs[lower]), memory.pk).pk == memory.pk
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("lower", "higher"), NEIGHBOURS)
+def test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next(
+    lower: str, higher: str, rungs: dict[str, Any]
+) -> None:
+    # Members were made in ladder order, so the lower rung's author also has the smaller user id; asked
+    # both ways, an ordering of ids must never stand in for "the same author".
+    low = remember(rungs[lower], f"The {lower} says the launch is in May.", scope="team")
+    high = remember(rungs[higher], f"The {higher} says the launch is in June.", scope="team")
+    assert (low.author_id < high.author_id) is True
+    assert could_supersede(low, high) is False
+    assert could_supersede(high, low) is True
+    again = remember(rungs[lower], f"The {lower} now says the launch is in July.", scope="team")
+    assert could_supersede(again, low) is True and could_supersede(low, again) is True  # one author
 
 
 @pytest.mark.django_db

@@ -99,6 +99,11 @@ def test_missing_share_without_selective_terms_is_zero() -> None:
     assert scoring.missing_share([False], [-1.0]) == 0.0  # a non-positive weight is not selective
 
 
+def test_missing_share_needs_one_hit_flag_per_term() -> None:
+    with pytest.raises(ValueError, match="zip"):
+        scoring.missing_share([True], [1.0, 2.0])
+
+
 def test_missing_share_of_light_selective_terms() -> None:
     # Selective weights below 1 still count: lacking the only one costs the full share.
     assert scoring.missing_share([False], [0.5]) == 1.0
