@@ -344,8 +344,8 @@ def analyse_statement(text: str, title_frame: set[str] | None = None) -> Stateme
             continue  # "every 3 years" is a period of time, read as a number of years below
         unit = match.group(3).lower().rstrip("s") if len(match.group(3)) > 2 else match.group(3).lower()
         unit = _RATE_UNITS.get(unit, unit)
-        number = float(match.group(1).replace(",", "")) * (1000 if match.group(2) else 1)
-        add(f"number:per-{unit}", f"{number:g}")
+        per_unit = float(match.group(1).replace(",", "")) * (1000 if match.group(2) else 1)
+        add(f"number:per-{unit}", f"{per_unit:g}")
     masked = _RATE.sub(lambda m: m.group(0) if " every " in m.group(0).lower() else " " * (m.end() - m.start()), masked)
     for word, digits in _NUMBER_WORDS.items():
         masked = re.sub(rf"\b{word}\b", str(digits), masked, flags=re.IGNORECASE)

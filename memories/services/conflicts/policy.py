@@ -46,7 +46,7 @@ def _reaches_as_far(winner: Memory, loser: Memory) -> bool:
     return winner.scope_id == loser.scope_id or winner.scope.visibility == Scope.Visibility.ALL_MEMBERS
 
 
-_POLICY_OF_KIND = {
+_POLICY_OF_KIND: dict[str, str] = {
     Conflict.Kind.DUPLICATE: Conflict.Policy.DUPLICATE,
     Conflict.Kind.STALE: Conflict.Policy.STALE,
 }
@@ -67,7 +67,7 @@ def policy_decision(conflict: Conflict, outdated: str | None) -> PolicyDecision:
         return PolicyDecision(
             None,
             None,
-            _POLICY_OF_KIND.get(conflict.kind, Conflict.Policy.AUTHORITY),
+            _POLICY_OF_KIND.get(conflict.kind, Conflict.Policy.AUTHORITY.value),
             f"Left for a person: the classifier was unsure (confidence {conflict.confidence:.2f}, "
             f"below {LOW_CONFIDENCE:.2f}), so nothing was superseded automatically.",
         )
