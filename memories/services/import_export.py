@@ -28,7 +28,7 @@ from typing import Any
 from django.utils.dateparse import parse_datetime
 
 from audit.services import record
-from cortex_site.errors import CortexError, ServiceUnavailable, ValidationFailed
+from cortex_site.errors import CortexError, NotFound, ServiceUnavailable, ValidationFailed
 from memories.access import Operator, Principal, clearance_names
 from memories.interchange.representation import memory_representation
 from memories.models import Scope
@@ -412,7 +412,7 @@ def memory_export(*, principal: Principal | Operator, scope: Scope | None = None
     if status not in EXPORT_STATUSES:
         raise ValidationFailed(f"status must be one of {', '.join(EXPORT_STATUSES)}.", error_code="INVALID_STATUS")
     if scope is not None and (scope.organization_id != principal.organization_id or scope.pk not in principal.readable_scope_ids):
-        raise ValidationFailed("That scope belongs to another organization.", error_code="UNKNOWN_SCOPE")
+        raise NotFound("That scope belongs to another organization.", error_code="UNKNOWN_SCOPE")
     organization = principal.organization
     memories = readable_base(principal)
     if scope is not None:

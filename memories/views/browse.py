@@ -7,7 +7,7 @@ from typing import Any
 
 from django.http import QueryDict
 
-from cortex_site.errors import ServiceUnavailable, ValidationFailed
+from cortex_site.errors import NotFound, ServiceUnavailable, ValidationFailed
 from memories.access import Principal
 from memories.retrieval.terms import query_terms
 from memories.selectors.memories import STATUS_FILTERS, MemoryFilters, memory_list
@@ -116,7 +116,7 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
             "rows": [],
             "error": "Search is unavailable right now: the embedding service did not answer. Try again in a moment.",
         }
-    except ValidationFailed as exc:
+    except (ValidationFailed, NotFound) as exc:  # a bad filter, or a scope that is not there (UNKNOWN_SCOPE)
         return {"mode": "recall", "rows": [], "error": exc.message}
     hits = result.hits
     rows = memory_rows(principal, [hit.memory for hit in hits], hits=hits, terms=query_terms(params.q))
