@@ -22,14 +22,8 @@ from audit.export import export_response
 from audit.models import AuditEvent
 from audit.services import record, verify_and_checkpoint
 from cortex_site.api import CortexCursorPagination
+from cortex_site.api_schema import error_responses
 from memories.api.principal import request_principal
-
-
-class ErrorOutput(serializers.Serializer):
-    error_code = serializers.CharField()
-    message = serializers.CharField()
-    request_id = serializers.CharField()
-    details = serializers.DictField()
 
 
 class EventOutput(serializers.Serializer):
@@ -48,20 +42,20 @@ class EventOutput(serializers.Serializer):
     hash = serializers.CharField()
 
 
+# What parse_filters reads: blank (no bound), a date, or a date-time.
+ISO_MOMENT = {"type": "string", "anyOf": [{"maxLength": 0}, {"format": "date"}, {"format": "date-time"}]}
 FILTER_PARAMETERS = [
     OpenApiParameter("actor", str, required=False, description="part of the actor's label (email), or a user / token id"),
     OpenApiParameter("action", str, required=False, description="an action (member.update), or a prefix ending in '.' (member.)"),
     OpenApiParameter("target", str, required=False, description="type:id (memory:…), a type, or an id"),
-    OpenApiParameter("since", str, required=False, description="ISO date or date-time, inclusive"),
-    OpenApiParameter("until", str, required=False, description="ISO date or date-time, exclusive"),
+    OpenApiParameter("since", ISO_MOMENT, required=False, description="ISO date or date-time, inclusive"),
+    OpenApiParameter("until", ISO_MOMENT, required=False, description="ISO date or date-time, exclusive"),
     OpenApiParameter("outcome", str, required=False, enum=AuditEvent.Outcome.values),
 ]
-ERRORS = {
-    400: OpenApiResponse(ErrorOutput, description="INVALID_DATE, INVALID_OUTCOME or INVALID_FORMAT"),
-    401: OpenApiResponse(ErrorOutput, description="NOT_AUTHENTICATED or INVALID_TOKEN"),
-    404: OpenApiResponse(ErrorOutput, description="NOT_FOUND: not an admin of this organization"),
-    429: OpenApiResponse(ErrorOutput, description="RATE_LIMITED"),
-}
+ERRORS = error_responses(
+    (400, "INVALID_DATE, INVALID_OUTCOME, INVALID_FORMAT, INVALID_LIMIT or INVALID_CURSOR"),
+    (404, "NOT_FOUND: not an admin of this organization"),
+)
 
 
 class AuditPagination(CortexCursorPagination):
@@ -75,8 +69,7 @@ class AuditListView(APIView):
         summary="The organization's audit log, newest first (admins)",
         parameters=[
             *FILTER_PARAMETERS,
-            OpenApiParameter("cursor", str, required=False),
-            OpenApiParameter("limit", int, required=False),
+            *AuditPagination.parameters(),
         ],
         responses={200: EventOutput(many=True), **ERRORS},
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from drf_spectacular.utils import extend_schema
 from rest_framework import serializers, status
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -20,22 +20,11 @@ from connectors.registry import SOURCES, source_class
 from connectors.services import connectors as services
 from connectors.services.sync import run_cap, sync_request
 from cortex_site.api import CortexCursorPagination
+from cortex_site.api_schema import error_responses, list_of
 from cortex_site.errors import NotFound
 from memories.access import Principal, clearance_names
 from memories.api.principal import request_principal
 from memories.interchange.inputs import StrictSerializer
-
-
-class ErrorEnvelope(serializers.Serializer):
-    error_code = serializers.CharField(help_text="UPPER_SNAKE, e.g. ADMIN_REQUIRED, SYNC_IN_PROGRESS, NOT_FOUND")
-    message = serializers.CharField()
-    request_id = serializers.CharField()
-    details = serializers.DictField()
-
-
-def _errors(*codes: tuple[int, str]) -> dict[int, OpenApiResponse]:
-    return {status_code: OpenApiResponse(ErrorEnvelope, description=text) for status_code, text in codes}
-
 
 NOT_FOUND = (404, "NOT_FOUND: no such connector in your organization (foreign and missing alike)")
 FORBIDDEN = (403, "ADMIN_REQUIRED (members read status only) or TOKEN_READ_ONLY")
@@ -216,11 +205,8 @@ def _valid(serializer_class: type[serializers.Serializer], request: Request) -> 
 class ConnectorListCreateView(APIView):
     @extend_schema(
         summary="Connectors of my organization, newest first (status for members; config too for admins)",
-        parameters=[
-            OpenApiParameter("limit", int, required=False, description="connectors per page, 1-100, default 20"),
-            OpenApiParameter("cursor", str, required=False, description="the `next` of the previous page"),
-        ],
-        responses=ConnectorOutput(many=True),
+        parameters=CortexCursorPagination.parameters(),
+        responses=list_of(ConnectorOutput, "ConnectorList"),
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)
@@ -233,7 +219,7 @@ class ConnectorListCreateView(APIView):
     @extend_schema(
         summary="Add a connector (admins)",
         request=ConnectorCreateInput,
-        responses={201: ConnectorCreatedOutput, **_errors(INVALID, FORBIDDEN)},
+        responses={201: ConnectorCreatedOutput, **error_responses(INVALID, FORBIDDEN)},
     )
     def post(self, request: Request) -> Response:
         principal = request_principal(request)
@@ -247,7 +233,7 @@ class ConnectorListCreateView(APIView):
 
 
 class ConnectorDetailView(APIView):
-    @extend_schema(summary="One connector's status", responses={200: ConnectorOutput, **_errors(NOT_FOUND)})
+    @extend_schema(summary="One connector's status", responses={200: ConnectorOutput, **error_responses(NOT_FOUND)})
     def get(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
         return Response(present_connector(principal, selectors.access_connector(principal, connector_id)))
@@ -255,7 +241,7 @@ class ConnectorDetailView(APIView):
     @extend_schema(
         summary="Change config, scope, clearance, cap, interval; pause or resume (admins)",
         request=ConnectorUpdateInput,
-        responses={200: ConnectorOutput, **_errors(INVALID, FORBIDDEN, NOT_FOUND)},
+        responses={200: ConnectorOutput, **error_responses(INVALID, FORBIDDEN, NOT_FOUND)},
     )
     def patch(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
@@ -268,7 +254,7 @@ class ConnectorDetailView(APIView):
 
     @extend_schema(
         summary="Remove a connector: syncing stops; the memories it wrote stay (admins)",
-        responses={204: None, **_errors(FORBIDDEN, NOT_FOUND)},
+        responses={204: None, **error_responses(FORBIDDEN, NOT_FOUND)},
     )
     def delete(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
@@ -282,7 +268,9 @@ class ConnectorSyncView(APIView):
         request=SyncInput,
         responses={
             202: SyncOutput,
-            **_errors(FORBIDDEN, NOT_FOUND, (409, "SYNC_IN_PROGRESS (details.run_id = the running run) or CONNECTOR_PAUSED")),
+            **error_responses(
+                FORBIDDEN, NOT_FOUND, (409, "SYNC_IN_PROGRESS (details.run_id = the running run) or CONNECTOR_PAUSED")
+            ),
         },
     )
     def post(self, request: Request, connector_id: str) -> Response:
@@ -295,23 +283,22 @@ class ConnectorSyncView(APIView):
 
 
 class ConnectorRunsView(APIView):
+    pagination_class = CortexCursorPagination
+
     @extend_schema(
         summary="A connector's runs, newest first, with counts and per-item failures",
-        parameters=[
-            OpenApiParameter("limit", int, required=False, description="runs per page, 1-100, default 20"),
-            OpenApiParameter("cursor", str, required=False, description="the `next` of the previous page"),
-        ],
-        responses={200: RunOutput(many=True), **_errors(NOT_FOUND)},
+        parameters=CortexCursorPagination.parameters(),
+        responses={200: RunOutput(many=True), **error_responses(NOT_FOUND)},
     )
     def get(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
-        paginator = CortexCursorPagination()
+        paginator = self.pagination_class()
         page = paginator.paginate_queryset(selectors.run_history(principal, connector_id), request, view=self) or []
         return paginator.get_paginated_response([present_run(principal, run) for run in page])
 
 
 class ConnectorRunDetailView(APIView):
-    @extend_schema(summary="One run (poll it for progress)", responses={200: RunOutput, **_errors(NOT_FOUND)})
+    @extend_schema(summary="One run (poll it for progress)", responses={200: RunOutput, **error_responses(NOT_FOUND)})
     def get(self, request: Request, connector_id: str, run_id: str) -> Response:
         principal = request_principal(request)
         connector = selectors.access_connector(principal, connector_id)
@@ -325,7 +312,7 @@ class ConnectorCredentialsView(APIView):
     @extend_schema(
         summary="Rotate credentials (admins); answers the connector, with webhook_secret once when Cortex made a new one",
         request=CredentialsInput,
-        responses={200: ConnectorCreatedOutput, **_errors(INVALID, FORBIDDEN, NOT_FOUND)},
+        responses={200: ConnectorCreatedOutput, **error_responses(INVALID, FORBIDDEN, NOT_FOUND)},
     )
     def post(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
@@ -345,7 +332,7 @@ class ConnectorTestView(APIView):
     @extend_schema(
         summary="Test the connection with the stored credentials (admins); changes nothing",
         request=None,
-        responses={200: ConnectionTestOutput, **_errors(FORBIDDEN, NOT_FOUND)},
+        responses={200: ConnectionTestOutput, **error_responses(FORBIDDEN, NOT_FOUND)},
     )
     def post(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)

@@ -7,7 +7,7 @@ session and token authentication are switched off here — a cron secret is not 
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -15,16 +15,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from connectors.services.cron import cron_dispatch
-
-ERROR_ENVELOPE = inline_serializer(
-    "CronError",
-    fields={
-        "error_code": serializers.CharField(),
-        "message": serializers.CharField(),
-        "request_id": serializers.CharField(),
-        "details": serializers.DictField(),
-    },
-)
+from cortex_site.api_schema import error_responses
 
 
 class CronDispatchView(APIView):
@@ -51,10 +42,7 @@ class CronDispatchView(APIView):
                     ),
                 },
             ),
-            401: OpenApiResponse(
-                ERROR_ENVELOPE, description="INVALID_CRON_SECRET: wrong or missing secret, or unknown organization"
-            ),
-            429: OpenApiResponse(ERROR_ENVELOPE, description="RATE_LIMITED"),
+            **error_responses((401, "INVALID_CRON_SECRET: wrong or missing secret, or unknown organization")),
         },
         tags=["connectors"],
     )

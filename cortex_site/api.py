@@ -7,6 +7,8 @@ right status; every response carries X-Request-ID (set by audit.middleware).
 from __future__ import annotations
 
 import logging
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -21,7 +23,7 @@ from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
 
 from audit.context import current_request_id
-from cortex_site.errors import CortexError, ValidationFailed, infrastructure_error
+from cortex_site.errors import CortexError, NotFound, ValidationFailed, infrastructure_error
 
 logger = logging.getLogger(__name__)
 # What a 503/507 tells clients to wait: the embedded services restart in seconds.
@@ -125,6 +127,49 @@ def _audit_refusal(exc: CortexError, request: Request | None) -> None:
     from memories.services.denials import denial_record
 
     denial_record(exc, principal=principal, via="rest", path=request.path)
+_WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
+
+
+def query_choice(request: Request, name: str, choices: Iterable[str], *, default: str | None) -> str | None:
+    """An enum query parameter as the schema documents it: absent → `default`; one of `choices`, given
+    once; anything else (blank included) → 400 INVALID_<NAME>."""
+    allowed = sorted(choices)
+    values = request.query_params.getlist(name)
+    if not values:
+        return default
+    if len(values) == 1 and values[0] in allowed:
+        return values[0]
+    raise ValidationFailed(f"{name} must be one of {', '.join(allowed)}.", error_code=f"INVALID_{name.upper()}")
+
+
+def query_int(request: Request, name: str, *, minimum: int, maximum: int) -> int | None:
+    """A whole-number query parameter: absent → None; minimum..maximum, given once; else 400 INVALID_<NAME>."""
+    values = request.query_params.getlist(name)
+    if not values:
+        return None
+    if len(values) == 1 and _WHOLE_NUMBER.fullmatch(values[0]) and minimum <= int(values[0]) <= maximum:
+        return int(values[0])
+    raise ValidationFailed(
+        f"{name} must be a whole number from {minimum} to {maximum}, given once.", error_code=f"INVALID_{name.upper()}"
+    )
+
+
+def query_limit(request: Request, *, default: int, maximum: int, name: str = "limit") -> int:
+    """`?limit=` as the schema documents it: absent → `default`; a whole number 1..maximum; else 400 INVALID_LIMIT.
+
+    Out-of-range values are refused rather than clamped, so what a client asked for is what it gets
+    (the MCP tools refuse them too).
+    """
+    values = request.query_params.getlist(name)
+    if not values:
+        return default
+    if len(values) == 1 and _WHOLE_NUMBER.fullmatch(values[0]) and 1 <= int(values[0]) <= maximum:
+        return int(values[0])
+    raise ValidationFailed(
+        f"{name} must be a whole number from 1 to {maximum}, given once.",
+        error_code="INVALID_LIMIT",
+        details={"maximum": maximum},
+    )
 
 
 class CortexCursorPagination(CursorPagination):
@@ -135,21 +180,33 @@ class CortexCursorPagination(CursorPagination):
     max_page_size = 100
     ordering = ("-created_at", "-id")
 
+    # A cursor names a page this API handed out; one it did not names no page — 404, like any
+    # object that is not there (an OpenAPI client cannot tell a real cursor from a string).
     _INVALID = "The cursor is not one this API handed out; start again without it and follow `next`."
 
+    def get_page_size(self, request: Request) -> int:
+        return query_limit(request, default=self.page_size, maximum=self.max_page_size)
+
     def decode_cursor(self, request: Request) -> Any:
-        # DRF answers a cursor it cannot read with 404; it is bad input, not a missing page.
         try:
             return super().decode_cursor(request)
         except exceptions.NotFound:
-            raise ValidationFailed(self._INVALID, error_code="INVALID_CURSOR") from None
+            raise NotFound(self._INVALID, error_code="INVALID_CURSOR") from None
 
     def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
         # A readable cursor whose position is not a timestamp fails in the query, not in decoding.
         try:
             return super().paginate_queryset(queryset, request, view)
         except DjangoValidationError:
-            raise ValidationFailed(self._INVALID, error_code="INVALID_CURSOR") from None
+            raise NotFound(self._INVALID, error_code="INVALID_CURSOR") from None
+
+    @classmethod
+    def parameters(cls) -> list[Any]:
+        """The OpenAPI query parameters this paginator reads."""
+        # Imported here: the schema module imports DRF's views, which import this module's throttle.
+        from cortex_site.api_schema import cursor_parameter, limit_parameter
+
+        return [cursor_parameter(), limit_parameter(default=cls.page_size, maximum=cls.max_page_size)]
 
     def get_paginated_response(self, data: Any) -> Response:
         return Response({"results": data, "next": self.get_next_link()})

@@ -475,7 +475,7 @@ REST_FRAMEWORK = {
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
     "EXCEPTION_HANDLER": "cortex_site.api.exception_handler",
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "cortex_site.api_schema.CortexAutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["cortex_site.api.PrincipalRateThrottle", "cortex_site.api.AddressRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {
         "principal": env_str("CORTEX_API_RATE", "1200/min"),
@@ -492,6 +492,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Every operation documents the error envelope for the statuses it can answer (cortex_site/api_schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "cortex_site.api_schema.postprocess_error_responses",
+    ],
 }
 
 # --- audit ----------------------------------------------------------------------------------

@@ -16,11 +16,12 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import record
+from connectors.base import Source
 from connectors.errors import PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, SyncRun
 from connectors.registry import source_class, source_for
 from connectors.selectors import access_connector
-from cortex_site.errors import PermissionDenied, ValidationFailed
+from cortex_site.errors import NotFound, PermissionDenied, Unprocessable, ValidationFailed
 from memories.access import Principal, clearance_names
 from memories.models import Scope
 from memories.services.memories import clearance_rank_of
@@ -75,12 +76,27 @@ def _clean_dict(value: Any, field: str) -> dict[str, Any]:
     return value
 
 
+def _source_validated(
+    cls: type[Source], config: dict[str, Any], credentials: dict[str, Any], *, organization: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The source's own reading of config and credentials; what it refuses is 422 (Unprocessable).
+
+    What each kind needs (repositories, channels, OAuth keys, ...) and what its API says about them
+    is beyond the request's shape — the OpenAPI schema documents `config` and `credentials` as
+    objects — so a refusal is "well-formed, cannot be processed", not malformed (400).
+    """
+    try:
+        return cls.validate_config(config, credentials, organization=organization)
+    except ValidationFailed as refused:
+        raise Unprocessable(refused.message, error_code=refused.error_code, details=refused.details) from None
+
+
 def _scope_for(principal: Principal, installer: Principal, slug: Any) -> Scope | None:
     if slug in (None, ""):
         return None
     scope = Scope.objects.filter(organization_id=principal.organization_id, slug=str(slug)).first()
     if scope is None or not principal.can_read_scope(scope):
-        raise ValidationFailed(f"There is no scope {slug!r} you can see.", error_code="UNKNOWN_SCOPE")
+        raise NotFound(f"There is no scope {slug!r} you can see.", error_code="UNKNOWN_SCOPE")
     if not principal.can_write_scope(scope) or not installer.can_write_scope(scope):
         raise PermissionDenied(
             f"The connector cannot write into {scope.slug!r}: its installer and you both need write access there.",
@@ -130,8 +146,8 @@ def connector_create(
     require_admin(principal)
     cls = source_class(str(kind))
     given_credentials = _clean_dict(credentials, "credentials")
-    clean_config, clean_credentials = cls.validate_config(
-        _clean_dict(config, "config"), given_credentials, organization=principal.organization
+    clean_config, clean_credentials = _source_validated(
+        cls, _clean_dict(config, "config"), given_credentials, organization=principal.organization
     )
     connector = Connector(
         organization_id=principal.organization_id,
@@ -185,8 +201,8 @@ def connector_update(*, principal: Principal, connector_id: Any, changes: dict[s
             connector.name = changed["name"] = _clean_name(changes["name"])
         if "config" in changes:
             cls = source_class(connector.kind)
-            config, credentials = cls.validate_config(
-                _clean_dict(changes["config"], "config"), connector.credentials, organization=principal.organization
+            config, credentials = _source_validated(
+                cls, _clean_dict(changes["config"], "config"), connector.credentials, organization=principal.organization
             )
             connector.config = changed["config"] = config
             connector.set_credentials(credentials)
@@ -280,8 +296,8 @@ def connector_rotate_credentials(*, principal: Principal, connector_id: Any, cre
         merged = {key: value for key, value in merged.items() if value is not None}
         if "webhook_secret" in given and not given["webhook_secret"]:
             merged.pop("webhook_secret", None)  # an empty secret asks Cortex to generate a new one
-        config, clean = source_class(connector.kind).validate_config(
-            connector.config, merged, organization=principal.organization
+        config, clean = _source_validated(
+            source_class(connector.kind), connector.config, merged, organization=principal.organization
         )
         connector.config = config
         connector.set_credentials(clean)

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.http import QueryDict
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers, status
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
@@ -14,7 +15,8 @@ from rest_framework.response import Response
 from rest_framework.reverse import reverse
 from rest_framework.views import APIView
 
-from cortex_site.api import error_response
+from cortex_site.api import error_response, query_int
+from cortex_site.api_schema import NOT_BLANK
 from cortex_site.errors import ValidationFailed
 from memories.api.memories import write_response
 from memories.api.principal import request_principal
@@ -30,7 +32,17 @@ MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 0.2
 
 
+# "A summary, a transcript, or both" (briefs refuse neither with EMPTY_INPUT), as JSON Schema.
+SUMMARY_OR_TRANSCRIPT = {
+    "anyOf": [
+        {"required": [name], "properties": {name: {"type": "string", "pattern": NOT_BLANK}}} for name in ("summary", "transcript")
+    ]
+}
+
+
 class ExtractDecisionsInput(StrictSerializer):
+    schema_extra = SUMMARY_OR_TRANSCRIPT
+
     summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     transcript = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     wait = serializers.IntegerField(required=False, min_value=0, max_value=MAX_WAIT_SECONDS)
@@ -104,7 +116,14 @@ class ExtractDecisionsView(APIView):
         summary="Extract grounded decisions from a meeting summary and/or transcript (a job)",
         description="JSON `{summary?, transcript?, wait?}`, or multipart with `summary` and a `file` (.txt, .md, .docx, .pdf). "
         "Answers 200 with the result when the job finishes within `wait` seconds (default 20), else 202 with the job URL.",
-        parameters=[OpenApiParameter("wait", int, required=False)],
+        parameters=[
+            OpenApiParameter(
+                "wait",
+                {"type": "integer", "minimum": 0, "maximum": MAX_WAIT_SECONDS},
+                required=False,
+                description="seconds to wait for the result (the body's `wait` wins)",
+            )
+        ],
         request=ExtractDecisionsInput,
         responses={200: ExtractionOutput, 202: JobAcceptedOutput},
     )
@@ -112,9 +131,18 @@ class ExtractDecisionsView(APIView):
         principal = request_principal(request)
         upload_file = request.FILES.get("file")
         data = request.data if isinstance(request.data, dict) else {}
-        fields = {key: data.get(key) for key in data if key != "file"}
-        if "wait" not in fields and "wait" in request.query_params:
-            fields["wait"] = request.query_params["wait"]
+        # A form stays a QueryDict (its values are text, which the serializer reads as a form's); the
+        # upload is left out without copying it.
+        fields: Any = QueryDict(mutable=True) if isinstance(data, QueryDict) else {}
+        for key in data:
+            if key != "file":
+                if isinstance(data, QueryDict):
+                    fields.setlist(key, data.getlist(key))
+                else:
+                    fields[key] = data[key]
+        query_wait = query_int(request, "wait", minimum=0, maximum=MAX_WAIT_SECONDS)
+        if "wait" not in fields and query_wait is not None:
+            fields["wait"] = query_wait
         serializer = ExtractDecisionsInput(data=fields)
         serializer.is_valid(raise_exception=True)
         values = serializer.validated_data
@@ -161,6 +189,8 @@ class DecisionInput(StrictSerializer):
 
 
 class MeetingBriefInput(StrictSerializer):
+    schema_extra = SUMMARY_OR_TRANSCRIPT
+
     title = serializers.CharField(max_length=settings.CORTEX_MAX_TITLE_CHARS)
     date = serializers.DateField(required=False, allow_null=True)
     attendees = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)

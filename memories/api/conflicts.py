@@ -9,12 +9,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cortex_site.api import CortexCursorPagination
+from cortex_site.api import CortexCursorPagination, query_choice
 from memories.api.principal import request_principal
 from memories.interchange.inputs import StrictSerializer
 from memories.interchange.shapes import present_conflicts
 from memories.models import Conflict
-from memories.selectors.conflicts import checked, conflict_for, visible_conflicts
+from memories.selectors.conflicts import KINDS, STATUS_FILTERS, checked, conflict_for, visible_conflicts
 from memories.services import conflicts as services
 
 
@@ -55,19 +55,18 @@ class ConflictListView(APIView):
     @extend_schema(
         summary="Conflicts whose two memories I can read, newest first",
         parameters=[
-            OpenApiParameter(
-                "status", str, required=False, enum=["open", "resolved", "dismissed", "all"], description="default: open"
-            ),
-            OpenApiParameter("kind", str, required=False, enum=Conflict.Kind.values),
-            OpenApiParameter("cursor", str, required=False),
-            OpenApiParameter("limit", int, required=False),
+            OpenApiParameter("status", str, required=False, enum=sorted(STATUS_FILTERS), description="default: open"),
+            OpenApiParameter("kind", str, required=False, enum=sorted(KINDS)),
+            *CortexCursorPagination.parameters(),
         ],
         responses=ConflictOutput(many=True),
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)
         conflicts = visible_conflicts(
-            principal, status=request.query_params.get("status") or "open", kind=request.query_params.get("kind") or None
+            principal,
+            status=query_choice(request, "status", STATUS_FILTERS, default="open") or "open",
+            kind=query_choice(request, "kind", KINDS, default=None),
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(conflicts, request, view=self)

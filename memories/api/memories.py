@@ -14,7 +14,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from cortex_site.api import CortexCursorPagination
+from cortex_site.api import CortexCursorPagination, query_choice, query_int
+from cortex_site.api_schema import NOT_BLANK
 from memories.access import Principal
 from memories.api.principal import request_principal
 from memories.interchange.inputs import (
@@ -32,8 +33,8 @@ from memories.models import Memory
 from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
 from memories.selectors.conflicts import conflict_for, memory_conflicts
 from memories.selectors.entities import memory_entities
-from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, supersession_chain
-from memories.selectors.recall import RecallResult, recall
+from memories.selectors.memories import STATUS_FILTERS, MemoryFilters, memory_for_history, memory_list, supersession_chain
+from memories.selectors.recall import MAX_LIMIT, RecallResult, recall
 from memories.services import memories as services
 from memories.services.read_events import memory_list_audit, memory_read_audit
 
@@ -169,10 +170,10 @@ class MemoryListCreateView(APIView):
     @extend_schema(
         summary="Memories I can see, newest first",
         parameters=[
-            OpenApiParameter(name, str, required=False)
-            for name in ("scope", "category", "source", "tag", "author", "status", "cursor")
-        ]
-        + [OpenApiParameter("limit", int, required=False)],
+            *(OpenApiParameter(name, str, required=False) for name in ("scope", "category", "source", "tag", "author")),
+            OpenApiParameter("status", str, required=False, enum=sorted(STATUS_FILTERS), description="default: active"),
+            *CortexCursorPagination.parameters(),
+        ],
         responses=MemoryOutput(many=True),
     )
     def get(self, request: Request) -> Response:
@@ -184,7 +185,7 @@ class MemoryListCreateView(APIView):
             source=params.get("source") or None,
             tag=params.get("tag") or None,
             author=params.get("author") or None,
-            status=params.get("status") or "active",
+            status=query_choice(request, "status", STATUS_FILTERS, default="active") or "active",
         )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(memory_list(principal, filters), request, view=self) or []
@@ -319,26 +320,31 @@ class RecallView(APIView):
     @extend_schema(
         summary="Recall (GET form)",
         parameters=[
-            OpenApiParameter("q", str, required=True),
-            OpenApiParameter("limit", int, required=False),
+            OpenApiParameter("q", {"type": "string", "pattern": NOT_BLANK}, required=True, description="what to recall"),
+            OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": 10}, required=False),
             OpenApiParameter("scopes", str, required=False, description="comma-separated"),
             OpenApiParameter("category", str, required=False),
             OpenApiParameter("tags", str, required=False, description="comma-separated; a memory must carry all of them"),
             OpenApiParameter("source", str, required=False),
-            OpenApiParameter("as_of", str, required=False),
-            OpenApiParameter("max_tokens", int, required=False),
+            OpenApiParameter("as_of", {"type": "string", "format": "date-time"}, required=False),
+            OpenApiParameter("max_tokens", {"type": "integer", "minimum": MIN_MAX_TOKENS, "maximum": 10**9}, required=False),
         ],
         responses=RecallOutput,
     )
     def get(self, request: Request) -> Response:
         params = request.query_params
         data: dict[str, Any] = {"query": params.get("q", "")}
-        if "limit" in params:
-            data["limit"] = params["limit"]
+        # Query values are text; the whole numbers are read here as the schema documents them.
+        limit = query_int(request, "limit", minimum=1, maximum=MAX_LIMIT)
+        if limit is not None:
+            data["limit"] = limit
+        max_tokens = query_int(request, "max_tokens", minimum=MIN_MAX_TOKENS, maximum=10**9)
         for name in ("scopes", "tags"):
             if params.get(name):
                 data[name] = [v.strip() for v in params[name].split(",") if v.strip()]
-        for name in ("category", "source", "as_of", "max_tokens"):
+        if max_tokens is not None:
+            data["max_tokens"] = max_tokens
+        for name in ("category", "source", "as_of"):
             if params.get(name):
                 data[name] = params[name]
         return self._answer(request, data)

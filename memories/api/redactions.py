@@ -10,17 +10,19 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cortex_site.api import query_choice
+from cortex_site.api_schema import list_of
 from memories.access import Principal
 from memories.api.principal import request_principal
-from memories.interchange.inputs import StrictSerializer
+from memories.interchange.inputs import RequiredText, StrictSerializer
 from memories.interchange.representation import iso
 from memories.models import RedactionRequest
-from memories.selectors.redactions import redaction_requests
+from memories.selectors.redactions import STATUS_FILTERS, redaction_requests
 from memories.services import redactions as services
 
 
 class RedactionRequestInput(StrictSerializer):
-    reason = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    reason = RequiredText(allow_blank=True, trim_whitespace=False)
 
 
 class RedactionDecisionInput(StrictSerializer):
@@ -78,13 +80,13 @@ class MemoryRedactionRequestView(APIView):
 class RedactionRequestListView(APIView):
     @extend_schema(
         summary="The redaction review queue: requests you may decide, and your own",
-        parameters=[OpenApiParameter("status", str, required=False, enum=["open", "approved", "declined", "all"])],
-        responses=RedactionRequestOutput(many=True),
+        parameters=[OpenApiParameter("status", str, required=False, enum=sorted(STATUS_FILTERS), description="default: open")],
+        responses=list_of(RedactionRequestOutput, "RedactionRequestList"),
     )
     def get(self, request: Request) -> Response:
         principal = request_principal(request)
-        found = redaction_requests(principal, status=request.query_params.get("status") or "open")
-        return Response({"results": [present_request(principal, r) for r in found]})
+        found = redaction_requests(principal, status=query_choice(request, "status", STATUS_FILTERS, default="open") or "open")
+        return Response({"results": [present_request(principal, r) for r in found], "next": None})
 
 
 class RedactionRequestDecideView(APIView):

@@ -8,18 +8,28 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from cortex_site.api_schema import list_of
 from memories.api.principal import request_principal
+from memories.models import Membership, Scope
+
+
+class MeOutput(serializers.Serializer):
+    user = serializers.DictField()
+    organization = serializers.DictField()
+    clearance = serializers.CharField()
+    role = serializers.ChoiceField(choices=Membership.Role.values)
+    token = serializers.DictField(allow_null=True)
+
+
+class ScopeOutput(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    visibility = serializers.ChoiceField(choices=Scope.Visibility.values)
+    can_write = serializers.BooleanField()
 
 
 class MeView(APIView):
-    class OutputSerializer(serializers.Serializer):
-        user = serializers.DictField()
-        organization = serializers.DictField()
-        clearance = serializers.CharField()
-        role = serializers.CharField()
-        token = serializers.DictField(allow_null=True)
-
-    @extend_schema(responses=OutputSerializer, summary="The acting user, organization, clearance and token")
+    @extend_schema(responses=MeOutput, summary="The acting user, organization, clearance and token")
     def get(self, request: Request) -> Response:
         p = request_principal(request)
         token = None
@@ -44,13 +54,7 @@ class MeView(APIView):
 
 
 class ScopeListView(APIView):
-    class OutputSerializer(serializers.Serializer):
-        slug = serializers.CharField()
-        name = serializers.CharField()
-        visibility = serializers.CharField()
-        can_write = serializers.BooleanField()
-
-    @extend_schema(responses=OutputSerializer(many=True), summary="Scopes I can read, with whether I can write")
+    @extend_schema(responses=list_of(ScopeOutput, "ScopeList"), summary="Scopes I can read, with whether I can write")
     def get(self, request: Request) -> Response:
         p = request_principal(request)
         rows = [

@@ -8,9 +8,30 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import QueryDict
 from rest_framework import serializers
 
+from cortex_site.api_schema import SPACE
 from memories.selectors.recall import MAX_LIMIT, RecallQuery
+from memories.services.memories.validation import MAX_TAGS
+
+# The write pipeline's category rule (memories.services.memories.validation), for the OpenAPI schema.
+_CATEGORY = r"[A-Za-z][A-Za-z0-9_-]{0,49}"
+
+
+def _wrong_type(field: serializers.Field, value: Any) -> bool:
+    """Whether a JSON value is of another type than the field's (DRF would coerce 1 to True or "5" to 5)."""
+    if value is None:
+        return False
+    if isinstance(field, serializers.CharField):
+        return not isinstance(value, str)
+    if isinstance(field, serializers.BooleanField):
+        return not isinstance(value, bool)
+    if isinstance(field, serializers.IntegerField):
+        return isinstance(value, bool) or not isinstance(value, int)
+    if isinstance(field, serializers.ListField) and isinstance(value, list):
+        return any(_wrong_type(field.child, item) for item in value)
+    return False
 
 
 class StrictSerializer(serializers.Serializer):
@@ -21,29 +42,58 @@ class StrictSerializer(serializers.Serializer):
             unknown = sorted(set(data) - set(self.fields))
             if unknown:
                 raise serializers.ValidationError({field: ["Unknown field."] for field in unknown})
-            # DRF's CharField turns 12345 into "12345"; a client sending a number where text
-            # belongs has a bug we should tell it about, not a memory we should store.
-            not_text = sorted(
-                name
-                for name, field in self.fields.items()
-                if isinstance(field, serializers.CharField)
-                and name in data
-                and data[name] is not None
-                and not isinstance(data[name], str)
-            )
-            if not_text:
-                raise serializers.ValidationError({name: ["Must be a string."] for name in not_text})
+            # DRF turns 12345 into "12345", 1 into True and "5" into 5; a client sending a number where
+            # text belongs has a bug we should tell it about, not a memory we should store. A form
+            # (QueryDict) carries only text, so there DRF's reading of it stands.
+            if not isinstance(data, QueryDict):
+                wrong = sorted(name for name, field in self.fields.items() if name in data and _wrong_type(field, data[name]))
+                if wrong:
+                    raise serializers.ValidationError({name: ["Wrong type."] for name in wrong})
         return super().to_internal_value(data)
+
+
+class RequiredText(serializers.CharField):
+    """Text the write pipeline refuses when it is only whitespace (with its own error code, e.g.
+    EMPTY_CONTENT): DRF keeps it as given, the OpenAPI schema asks for a character that is not space."""
+
+    schema_not_blank = True
+
+
+class CategoryText(serializers.CharField):
+    """A category: blank (the default, note) or a word the write pipeline accepts once stripped and lowered."""
+
+    schema_pattern = rf"^[{SPACE}]*(?:{_CATEGORY}[{SPACE}]*)?$"
+
+
+class RequiredCategory(serializers.CharField):
+    schema_pattern = rf"^[{SPACE}]*{_CATEGORY}[{SPACE}]*$"
+
+
+class SourceText(serializers.CharField):
+    """Where a memory came from: 1–50 printable ASCII characters once stripped (validation.clean_source)."""
+
+    schema_pattern = rf"^[{SPACE}]*[!-~](?:[ -~]{{0,48}}[!-~])?[{SPACE}]*$"
+
+
+class TagText(serializers.CharField):
+    """A tag as normalise_tags reads it: stripped, lowered, leading '#' dropped; blank is skipped, else
+    1–50 characters without spaces or commas."""
+
+    schema_pattern = rf"^[{SPACE}]*#*(?:[^{SPACE},\x00#][^{SPACE},\x00]{{0,49}})?[{SPACE}]*$"
+
+
+def tag_list(**kwargs: Any) -> serializers.ListField:
+    return serializers.ListField(child=TagText(allow_blank=True), max_length=MAX_TAGS, **kwargs)
 
 
 class MemoryFieldsInput(StrictSerializer):
     title = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
-    content = serializers.CharField(trim_whitespace=False, allow_blank=True)
+    content = RequiredText(trim_whitespace=False, allow_blank=True)
     scope = serializers.CharField(required=False, allow_null=True, allow_blank=True)
-    category = serializers.CharField(required=False, allow_blank=True)
-    source = serializers.CharField(required=False)  # type: ignore[assignment]  # a field named like Field.source
+    category = CategoryText(required=False, allow_blank=True)
+    source = SourceText(required=False)  # type: ignore[assignment]  # a field named like Field.source
     source_url = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    tags = tag_list(required=False)
     clearance_min = serializers.CharField(required=False, allow_null=True, allow_blank=True)
     valid_from = serializers.DateTimeField(required=False, allow_null=True)
     valid_until = serializers.DateTimeField(required=False, allow_null=True)
@@ -55,18 +105,18 @@ class MemoryCreateInput(MemoryFieldsInput):
 
 
 class SupersedeInput(MemoryFieldsInput):
-    content = serializers.CharField(required=False, trim_whitespace=False, allow_blank=True)
+    content = RequiredText(required=False, trim_whitespace=False, allow_blank=True)
 
 
 class PatchInput(StrictSerializer):
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
-    category = serializers.CharField(required=False)
+    tags = tag_list(required=False)
+    category = RequiredCategory(required=False)
     valid_until = serializers.DateTimeField(required=False, allow_null=True)
     clearance_min = serializers.CharField(required=False)
 
 
 class RedactInput(StrictSerializer):
-    reason = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    reason = RequiredText(allow_blank=True, trim_whitespace=False)
     urgent = serializers.BooleanField(
         required=False,
         default=False,
@@ -75,7 +125,7 @@ class RedactInput(StrictSerializer):
 
 
 class RecallInput(StrictSerializer):
-    query = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    query = RequiredText(allow_blank=True, trim_whitespace=False)
     limit = serializers.IntegerField(required=False, default=10, min_value=1, max_value=MAX_LIMIT)
     scopes = serializers.ListField(child=serializers.CharField(), required=False, allow_empty=True)
     category = serializers.CharField(required=False, allow_blank=True, allow_null=True)

@@ -31,7 +31,7 @@ from django.core.cache import cache
 from django.utils import timezone
 
 from audit.services import record
-from cortex_site.errors import ValidationFailed
+from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.store import check_signature, embed_for_store, signature_of
@@ -115,7 +115,7 @@ def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
         scope_id = found.get(slug)
         if scope_id is None or scope_id not in readable:
             # Unreadable and missing scopes answer alike: no existence leak.
-            raise ValidationFailed(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+            raise NotFound(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
         ids.append(scope_id)
     return ids
 

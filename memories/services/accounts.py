@@ -76,7 +76,7 @@ def invite_create(
     for slug, can_write in (grants or {}).items():
         scope = Scope.objects.filter(organization=organization, slug=slug).first()
         if scope is None:
-            raise ValidationFailed(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+            raise NotFound(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
         chosen[scope.slug] = bool(can_write)
     # Membership of *this* organization is the admin's own business (they see the member list);
     # accounts elsewhere are not.

@@ -185,7 +185,7 @@ def _kept_decisions(draft: BriefDraft) -> list[str]:
             and texts[str(source)][start:end] == quote
         )
         if not grounded or not text:
-            raise ValidationFailed(
+            raise Unprocessable(
                 f"Decision {position} is not grounded: its quote is not in the {source or 'input'} at {start}..{end}.",
                 error_code="UNGROUNDED_DECISION",
                 details={"decision": position},
@@ -228,7 +228,7 @@ def brief_save(*, principal: Principal, draft: BriefDraft) -> WriteResult:
     valid_from = None
     if draft.meeting_date is not None:
         if draft.meeting_date > (timezone.now() + timedelta(days=1)).date():
-            raise ValidationFailed("The meeting date is in the future.", error_code="INVALID_DATE")
+            raise Unprocessable("The meeting date is in the future.", error_code="INVALID_DATE")
         valid_from = min(datetime.combine(draft.meeting_date, time(0, 0), tzinfo=UTC), timezone.now())
     cleaned = BriefDraft(**{**draft.__dict__, "summary": summary, "transcript": transcript, "attendees": tuple(attendees)})
     decisions = _kept_decisions(cleaned)

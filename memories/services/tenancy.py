@@ -89,7 +89,7 @@ def clearance_rank_for(organization: Organization, name: str) -> int:
     for level in ladder:
         if level.name.lower() == name.strip().lower():
             return level.rank
-    raise ValidationFailed(
+    raise NotFound(
         f"Unknown clearance {name!r}. This organization's ladder is: {' < '.join(level.name for level in ladder)}.",
         error_code="UNKNOWN_CLEARANCE",
         details={"clearance": name, "ladder": [level.name for level in ladder]},
@@ -426,7 +426,7 @@ def token_create(
     for slug in scope_slugs or []:
         scope = Scope.objects.filter(organization_id=membership.organization_id, slug=slug).first()
         if scope is None or not owner.can_read_scope(scope):
-            raise ValidationFailed(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+            raise NotFound(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
         scopes.append(scope)
     prefix = secrets.token_hex(4)
     while ApiToken.objects.filter(prefix=prefix).exists():

@@ -9,7 +9,7 @@ from typing import Any
 from django.http import QueryDict
 from django.utils import timezone
 
-from cortex_site.errors import ServiceUnavailable, ValidationFailed
+from cortex_site.errors import NotFound, ServiceUnavailable, ValidationFailed
 from memories.access import Principal
 from memories.retrieval.terms import query_terms
 from memories.selectors.memories import STATUS_FILTERS, MemoryFilters, memory_list
@@ -161,7 +161,7 @@ def recall_results(principal: Principal, params: ListParams) -> dict[str, Any]:
             "rows": [],
             "error": "Search is unavailable right now: the embedding service did not answer. Try again in a moment.",
         }
-    except ValidationFailed as exc:
+    except (ValidationFailed, NotFound) as exc:  # a bad filter, or a scope that is not there (UNKNOWN_SCOPE)
         return {"mode": "recall", "rows": [], "error": exc.message}
     hits = [hit for hit in result.hits if _added_within(timezone.localdate(hit.memory.created_at), params)][: params.limit]
     if params.effective_sort in {"newest", "oldest"}:

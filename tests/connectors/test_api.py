@@ -104,7 +104,10 @@ def test_bad_input_is_refused_with_the_envelope_and_nothing_is_created(
     acme: dict[str, Any], api: Callable[..., Any], stub_server: StubServer, overrides: dict[str, Any], code: str
 ) -> None:
     response = api(acme["exec"]).post("/api/connectors", _body(stub_server, **overrides))
-    body = assert_envelope(response, 400, code)
+    # Malformed is 400; a scope or rung this organization does not have is "not found", like any object
+    # that is not there; what the source's own reading of config and credentials refuses is 422.
+    status = {"VALIDATION_ERROR": 400, "INVALID_NUMBER": 400, "UNKNOWN_SCOPE": 404, "UNKNOWN_CLEARANCE": 404}.get(code, 422)
+    body = assert_envelope(response, status, code)
     assert TOKEN not in json.dumps(body)
     assert Connector.objects.count() == 0
 
@@ -114,7 +117,7 @@ def test_a_connector_cannot_write_above_its_installer(
 ) -> None:
     # An admin at Employee clearance without a grant to sales cannot point a connector at sales or at Executive.
     admin = make_member(acme["org"], "Employee", admin=True, grants={"engineering": True})
-    assert_envelope(api(admin).post("/api/connectors", _body(stub_server, scope="sales")), 400, "UNKNOWN_SCOPE")
+    assert_envelope(api(admin).post("/api/connectors", _body(stub_server, scope="sales")), 404, "UNKNOWN_SCOPE")
     assert_envelope(api(admin).post("/api/connectors", _body(stub_server, clearance_min="Executive")), 403, "CLEARANCE_ABOVE_OWN")
     assert Connector.objects.count() == 0
 
@@ -235,7 +238,7 @@ def test_runs_page_by_cursor_newest_first(acme: dict[str, Any], api: Callable[..
     ids = [r["id"] for r in first["results"] + rest["results"]]
     assert len(set(ids)) == 4
     assert ids == [str(pk) for pk in SyncRun.objects.order_by("-created_at", "-id").values_list("id", flat=True)]
-    assert_envelope(admin.get(f"/api/connectors/{created['id']}/runs", {"cursor": "nonsense"}), 400, "INVALID_CURSOR")
+    assert_envelope(admin.get(f"/api/connectors/{created['id']}/runs", {"cursor": "nonsense"}), 404, "INVALID_CURSOR")
 
 
 def test_rotating_credentials_keeps_them_secret_and_can_make_a_new_webhook_secret(

@@ -107,13 +107,13 @@ def test_token_can_only_narrow_to_scopes_its_member_reads(make_org: Any, make_me
     org = make_org()
     make_scope(org, "hidden")
     member = make_member(org, "Executive")
-    from cortex_site.errors import ValidationFailed
+    from cortex_site.errors import NotFound
 
-    with pytest.raises(ValidationFailed) as error:
+    with pytest.raises(NotFound) as error:
         tenancy.token_create(membership=member, name="t", scope_slugs=["hidden"])
     # Same answer as for a scope that does not exist: no existence leak.
     assert error.value.error_code == "UNKNOWN_SCOPE"
-    with pytest.raises(ValidationFailed) as missing:
+    with pytest.raises(NotFound) as missing:
         tenancy.token_create(membership=member, name="t", scope_slugs=["nonexistent"])
     assert missing.value.error_code == "UNKNOWN_SCOPE"
     assert missing.value.message.replace("nonexistent", "X") == error.value.message.replace("hidden", "X")

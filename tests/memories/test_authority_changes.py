@@ -269,7 +269,7 @@ def test_a_valid_from_in_the_future_is_refused_except_from_imports(acme: dict[st
     client = api(acme["employee"])
     future = (timezone.now() + timedelta(days=365 * 70)).isoformat()
     assert_envelope(
-        client.post("/api/memories", {"content": "Forever fresh.", "valid_from": future}), 400, "VALID_FROM_IN_FUTURE"
+        client.post("/api/memories", {"content": "Forever fresh.", "valid_from": future}), 422, "VALID_FROM_IN_FUTURE"
     )
     assert not Memory.objects.exists()
     skew = (timezone.now() + timedelta(minutes=2)).isoformat()

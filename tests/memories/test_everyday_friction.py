@@ -24,7 +24,7 @@ def test_rest_refuses_a_number_where_text_belongs_and_stores_nothing(acme: dict[
     assert not Memory.objects.exists()
 
 
-def test_a_malformed_cursor_is_a_400_not_a_404(acme: dict[str, Any], api: Any, outsider: Any) -> None:
+def test_a_cursor_this_api_did_not_hand_out_is_a_404_that_says_so(acme: dict[str, Any], api: Any, outsider: Any) -> None:
     for who in (acme["employee"], outsider):
         # Not base64 at all, and base64 of a position that is not a timestamp.
         for path in (
@@ -32,7 +32,7 @@ def test_a_malformed_cursor_is_a_400_not_a_404(acme: dict[str, Any], api: Any, o
             "/api/conflicts?cursor=not-a-cursor",
             "/api/memories?cursor=cD1nYXJiYWdl",
         ):
-            body = assert_envelope(api(who).get(path), 400, "INVALID_CURSOR")
+            body = assert_envelope(api(who).get(path), 404, "INVALID_CURSOR")
             assert "cursor" in body["message"]
 
 

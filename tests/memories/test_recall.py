@@ -191,8 +191,8 @@ def test_filters_scopes_category_tags_source(acme: dict[str, Any], api: Any) -> 
 @pytest.mark.django_db
 def test_unreadable_scope_filter_is_unknown_like_a_missing_one(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    assert_envelope(client.post("/api/recall", {"query": "x", "scopes": ["sales"]}), 400, "UNKNOWN_SCOPE")
-    assert_envelope(client.post("/api/recall", {"query": "x", "scopes": ["nope"]}), 400, "UNKNOWN_SCOPE")
+    assert_envelope(client.post("/api/recall", {"query": "x", "scopes": ["sales"]}), 404, "UNKNOWN_SCOPE")
+    assert_envelope(client.post("/api/recall", {"query": "x", "scopes": ["nope"]}), 404, "UNKNOWN_SCOPE")
 
 
 @pytest.mark.django_db

@@ -163,21 +163,21 @@ def test_scope_readable_but_not_writable_is_403(acme: dict[str, Any], api: Any) 
 @pytest.mark.django_db
 def test_invisible_granted_scope_answers_like_a_missing_one(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
-    hidden = assert_envelope(_post(client, content="x", scope="sales"), 400, "UNKNOWN_SCOPE")
-    missing = assert_envelope(_post(client, content="x", scope="nope"), 400, "UNKNOWN_SCOPE")
+    hidden = assert_envelope(_post(client, content="x", scope="sales"), 404, "UNKNOWN_SCOPE")
+    missing = assert_envelope(_post(client, content="x", scope="nope"), 404, "UNKNOWN_SCOPE")
     assert hidden["message"].replace("sales", "S") == missing["message"].replace("nope", "S")
 
 
 @pytest.mark.django_db
 def test_other_organizations_scope_is_unknown(acme: dict[str, Any], outsider: Any, api: Any) -> None:
-    assert_envelope(_post(api(outsider), content="x", scope="engineering"), 400, "UNKNOWN_SCOPE")
+    assert_envelope(_post(api(outsider), content="x", scope="engineering"), 404, "UNKNOWN_SCOPE")
 
 
 @pytest.mark.django_db
 def test_clearance_above_own_is_403_and_unknown_rung_is_400(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["employee"])
     assert_envelope(_post(client, content="x", scope="engineering", clearance_min="Executive"), 403, "CLEARANCE_ABOVE_OWN")
-    body = assert_envelope(_post(client, content="x", clearance_min="Janitor"), 400, "UNKNOWN_CLEARANCE")
+    body = assert_envelope(_post(client, content="x", clearance_min="Janitor"), 404, "UNKNOWN_CLEARANCE")
     assert "Contractor < Employee < Manager < Executive" in body["message"]
     assert _post(client, content="x", clearance_min="employee").json()["clearance_min"] == "Employee"
     assert Memory.objects.count() == 1
@@ -193,7 +193,7 @@ def test_read_only_token_cannot_remember(acme: dict[str, Any], api: Any) -> None
 def test_token_narrowed_to_one_scope_cannot_write_elsewhere(acme: dict[str, Any], api: Any) -> None:
     client = api(acme["manager"], scope_slugs=["sales"])
     assert _post(client, content="pipeline review", scope="sales").status_code == 201
-    assert_envelope(_post(client, content="x", scope="engineering"), 400, "UNKNOWN_SCOPE")
+    assert_envelope(_post(client, content="x", scope="engineering"), 404, "UNKNOWN_SCOPE")
 
 
 # -- idempotency ------------------------------------------------------------------------------------
@@ -248,7 +248,7 @@ def test_duplicate_above_the_writers_clearance_is_not_revealed(acme: dict[str, A
         ({"content": "x", "valid_from": "yesterday"}, 400, "VALIDATION_ERROR"),
         (
             {"content": "x", "valid_from": "2025-02-01T00:00:00Z", "valid_until": "2025-01-01T00:00:00Z"},
-            400,
+            422,
             "INVALID_VALIDITY_WINDOW",
         ),
         ({"content": "x", "tags": ["has space"]}, 400, "INVALID_TAGS"),

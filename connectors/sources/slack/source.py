@@ -25,7 +25,7 @@ from connectors.base import Page, ParsedDelivery, Source, SourceItem
 from connectors.errors import InvalidSignature, PermanentSourceError, SourceError
 from connectors.sources.slack.client import SlackClient, SlackItemMissing, SlackUser
 from connectors.sources.slack.mrkdwn import to_plain_text
-from cortex_site.errors import ValidationFailed
+from cortex_site.errors import NotFound, ValidationFailed
 
 if TYPE_CHECKING:
     from memories.models import Organization
@@ -163,7 +163,7 @@ class SlackSource(Source):
         }
         missing = sorted(set(channel_scopes.values()) - set(scopes))
         if missing:
-            raise ValidationFailed(f"No scope named {', '.join(missing)} in this organization.", error_code="UNKNOWN_SCOPE")
+            raise NotFound(f"No scope named {', '.join(missing)} in this organization.", error_code="UNKNOWN_SCOPE")
 
         # Ask Slack what each channel is: its name (for titles) and whether it is private.
         client = SlackClient(token=credentials["bot_token"], api_url=config.get("api_url") or None)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cortex_site.errors import PermissionDenied, ValidationFailed
+from cortex_site.errors import NotFound, PermissionDenied
 from memories.access import Principal
 from memories.models import PUBLIC_DOCS_SLUG, Scope, SourceScopeRule
 
@@ -31,7 +31,7 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
     if explicit:
         scope = Scope.objects.filter(organization_id=principal.organization_id, slug=explicit).first()
         if scope is None or not principal.can_read_scope(scope):
-            raise ValidationFailed(f"Unknown scope {explicit!r}.", error_code="UNKNOWN_SCOPE", details={"scope": explicit})
+            raise NotFound(f"Unknown scope {explicit!r}.", error_code="UNKNOWN_SCOPE", details={"scope": explicit})
         resolution = ScopeResolution.EXPLICIT
     elif principal.token is not None and principal.token.default_scope is not None:
         scope, resolution = principal.token.default_scope, ScopeResolution.TOKEN_DEFAULT

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 from django.conf import settings
 from django.utils import timezone
 
-from cortex_site.errors import PayloadTooLarge, PermissionDenied, ValidationFailed
+from cortex_site.errors import NotFound, PayloadTooLarge, PermissionDenied, Unprocessable, ValidationFailed
 from memories.access import CliPrincipal, Principal, clearance_names
 
 MAX_TAGS = 20
@@ -83,9 +83,10 @@ def clean_source_url(url: str) -> str:
 
 def clean_source(source: str) -> str:
     value = (source or "").strip()
-    if not value or len(value) > 50 or not value.isprintable():
+    # Printable ASCII: a source is a system's name, and the rule is one the OpenAPI schema can state exactly.
+    if not value or len(value) > 50 or not (value.isascii() and value.isprintable()):
         raise ValidationFailed(
-            "source must be 1–50 printable characters (e.g. Manual, GitHub, Slack).", error_code="INVALID_SOURCE"
+            "source must be 1–50 printable ASCII characters (e.g. Manual, GitHub, Slack).", error_code="INVALID_SOURCE"
         )
     return value
 
@@ -103,7 +104,7 @@ def clearance_rank_of(principal: Principal, name: str | None) -> int:
                     error_code="CLEARANCE_ABOVE_OWN",
                 )
             return rank
-    raise ValidationFailed(
+    raise NotFound(
         f"Unknown clearance {name!r}. This organization's ladder is: {' < '.join(ladder[r] for r in sorted(ladder))}.",
         error_code="UNKNOWN_CLEARANCE",
     )
@@ -114,7 +115,7 @@ def check_validity(valid_from: datetime, valid_until: datetime | None) -> None:
         if value is not None and timezone.is_naive(value):
             raise ValidationFailed(f"{name} must include a timezone (e.g. 2025-01-15T10:30:00Z).", error_code="INVALID_DATE")
     if valid_until is not None and valid_until <= valid_from:
-        raise ValidationFailed("valid_until must be after valid_from.", error_code="INVALID_VALIDITY_WINDOW")
+        raise Unprocessable("valid_until must be after valid_from.", error_code="INVALID_VALIDITY_WINDOW")
 
 
 # How far ahead of this server's clock a caller's valid_from may be (clocks drift a little).
@@ -150,7 +151,7 @@ def check_provenance(principal: Principal, draft: Any) -> tuple[str, str]:
         )
     valid_from = draft.valid_from
     if valid_from is not None and not given_by and timezone.is_aware(valid_from) and valid_from > timezone.now() + CLOCK_SKEW:
-        raise ValidationFailed(
+        raise Unprocessable(
             "valid_from is in the future; only imports and connectors may state a time ahead of now.",
             error_code="VALID_FROM_IN_FUTURE",
         )

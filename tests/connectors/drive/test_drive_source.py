@@ -113,9 +113,9 @@ def test_a_folder_filter_reads_only_that_folder(drive: FakeDrive, connector: Cal
 def test_a_folder_id_with_quote_characters_is_refused(
     acme: dict[str, Any], google_credentials: Callable[[], dict[str, str]]
 ) -> None:
-    from cortex_site.errors import ValidationFailed
+    from cortex_site.errors import Unprocessable
 
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(Unprocessable) as caught:
         connector_create(
             principal=principal(acme["exec"]),
             kind="drive",

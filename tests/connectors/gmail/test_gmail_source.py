@@ -202,9 +202,9 @@ def test_429_is_retryable_with_the_servers_retry_after(
 
 
 def test_credentials_without_a_refresh_token_are_refused_at_setup(acme: dict[str, Any]) -> None:
-    from cortex_site.errors import ValidationFailed
+    from cortex_site.errors import Unprocessable
 
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(Unprocessable) as caught:
         connector_create(principal=principal(acme["exec"]), kind="gmail", name="x", config={}, credentials={"client_id": "c"})
     assert caught.value.error_code == "MISSING_CREDENTIALS"
 
@@ -341,13 +341,13 @@ def test_a_service_account_with_domain_wide_delegation_reads_the_subjects_mailbo
 
 
 def test_a_gmail_service_account_without_a_subject_or_with_a_broken_key_is_refused(acme: dict[str, Any]) -> None:
-    from cortex_site.errors import ValidationFailed
+    from cortex_site.errors import Unprocessable
 
     key = service_account_key("https://oauth2.googleapis.com/token")
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(Unprocessable) as caught:
         connector_create(principal=principal(acme["exec"]), kind="gmail", name="x", config={}, credentials=key)
     assert caught.value.error_code == "MISSING_CREDENTIALS" and "subject" in caught.value.message
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(Unprocessable) as caught:
         connector_create(
             principal=principal(acme["exec"]),
             kind="gmail",

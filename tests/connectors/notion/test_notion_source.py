@@ -270,9 +270,9 @@ def test_test_connection_names_the_workspace(
 
 
 def test_a_notion_connector_needs_an_integration_secret(acme: dict[str, Any]) -> None:
-    from cortex_site.errors import ValidationFailed
+    from cortex_site.errors import Unprocessable
 
-    with pytest.raises(ValidationFailed) as caught:
+    with pytest.raises(Unprocessable) as caught:
         connector_create(principal=principal(acme["exec"]), kind="notion", name="x", config={}, credentials={})
     assert caught.value.error_code == "MISSING_CREDENTIALS"
 

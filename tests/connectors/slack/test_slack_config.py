@@ -14,7 +14,7 @@ from connectors.models import Connector
 from connectors.registry import source_for
 from connectors.services.connectors import connector_test
 from connectors.sources.slack.source import SlackSource
-from cortex_site.errors import ValidationFailed
+from cortex_site.errors import CortexError, Unprocessable
 from memories.models import Memory
 
 pytestmark = pytest.mark.django_db
@@ -40,7 +40,7 @@ def test_channels_are_looked_up_for_names_and_privacy(
 def test_a_private_channel_into_a_scope_everyone_reads_is_refused(
     acme: dict[str, Any], make_slack_connector: Callable[..., Connector], scopes: dict[str, str]
 ) -> None:
-    with pytest.raises(ValidationFailed) as refused:
+    with pytest.raises(Unprocessable) as refused:
         make_slack_connector(acme["exec"], channels=[PRIVATE], config={"channel_scopes": scopes})
     assert refused.value.error_code == "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE"
     assert "#leadership is a private Slack channel" in refused.value.message
@@ -57,7 +57,7 @@ def test_the_api_answers_the_refusal_as_an_envelope(acme: dict[str, Any], api: A
             "credentials": {"bot_token": BOT_TOKEN, "signing_secret": SIGNING_SECRET},
         },
     )
-    assert_envelope(response, 400, "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE")
+    assert_envelope(response, 422, "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE")
     assert BOT_TOKEN not in response.content.decode() and SIGNING_SECRET not in response.content.decode()
     assert not Connector.objects.exists()
 
@@ -92,7 +92,7 @@ def test_bad_configuration_is_refused_with_a_reason(
     credentials: dict[str, str],
     error_code: str,
 ) -> None:
-    with pytest.raises(ValidationFailed) as refused:
+    with pytest.raises(CortexError) as refused:  # UNKNOWN_SCOPE is a NotFound, the others ValidationFailed
         make_slack_connector(acme["exec"], config=config, credentials=credentials)  # config's channels win
     assert refused.value.error_code == error_code
     assert not Connector.objects.exists()
@@ -133,7 +133,7 @@ def test_adding_a_private_channel_later_is_refused_the_same_way(
         f"/api/connectors/{connector.pk}",
         {"config": {"channels": ["C111", PRIVATE], "api_url": slack.api_url, "channel_scopes": {PRIVATE: "handbook"}}},
     )
-    assert_envelope(response, 400, "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE")
+    assert_envelope(response, 422, "PRIVATE_CHANNEL_NEEDS_GRANTED_SCOPE")
     connector.refresh_from_db()
     assert connector.config == before
 

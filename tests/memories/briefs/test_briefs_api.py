@@ -173,10 +173,10 @@ def test_a_saved_brief_is_a_meeting_memory_with_summary_decisions_and_transcript
 def test_saving_refuses_a_decision_whose_quote_is_not_in_the_text(acme: dict[str, Any], api: Any) -> None:
     body = brief_body()
     body["decisions"][0]["quote"] = "We decided to drop support for API v2."
-    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", body), 400, "UNGROUNDED_DECISION")
+    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", body), 422, "UNGROUNDED_DECISION")
     body = brief_body()
     body["decisions"][1]["start"] += 1
-    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", body), 400, "UNGROUNDED_DECISION")
+    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", body), 422, "UNGROUNDED_DECISION")
     assert not Memory.objects.exists()
 
 
@@ -188,9 +188,9 @@ def test_a_decision_that_is_not_an_object_is_a_400_envelope(acme: dict[str, Any]
 
 
 def test_saving_follows_the_write_rule(acme: dict[str, Any], api: Any, outsider: Any) -> None:
-    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", brief_body(scope="sales")), 400, "UNKNOWN_SCOPE")
+    assert_envelope(api(acme["employee"]).post("/api/meeting-briefs", brief_body(scope="sales")), 404, "UNKNOWN_SCOPE")
     assert_envelope(api(acme["contractor"]).post("/api/meeting-briefs", brief_body()), 403, "SCOPE_NOT_WRITABLE")
-    assert_envelope(api(outsider).post("/api/meeting-briefs", brief_body()), 400, "UNKNOWN_SCOPE")
+    assert_envelope(api(outsider).post("/api/meeting-briefs", brief_body()), 404, "UNKNOWN_SCOPE")
     assert_envelope(
         api(acme["employee"]).post("/api/meeting-briefs", brief_body(summary="", transcript="", decisions=[])), 400, "EMPTY_INPUT"
     )
