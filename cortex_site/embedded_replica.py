@@ -7,9 +7,11 @@ what the replica tests and benchmarks run against: real replication, real lag, a
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
-from cortex_site.embedded import PG_USER, EmbeddedPostgres
+from cortex_site.embedded import PG_USER, EmbeddedPostgres, _private
 
 
 class EmbeddedReplica(EmbeddedPostgres):
@@ -22,20 +24,34 @@ class EmbeddedReplica(EmbeddedPostgres):
         self.primary = primary
 
     def url_for(self, database: str) -> str:
-        return f"postgresql://{PG_USER}@/{database}?host={self.socket_dir}"
+        return f"postgresql://{PG_USER}:{self.password()}@/{database}?host={self.socket_dir}"
+
+    def password(self) -> str:
+        # A copy of the primary's cluster: the same superuser, the same password.
+        return self.primary.password()
+
+    def _passfile(self) -> Path:
+        """The primary's password in a libpq password file only the server's user can read: how
+        pg_basebackup and then the standby's WAL receiver (primary_conninfo) log in, without the
+        password on a command line."""
+        passfile = self.home / "primary.pgpass"
+        fd = os.open(passfile, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"*:*:*:{PG_USER}:{self.primary.password()}\n")
+        _private(passfile, owner=self._owner(), mode=0o600)
+        return passfile
 
     def start(self) -> str:
         if not (self.data_dir / "PG_VERSION").exists():
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
             self.data_dir.mkdir(mode=0o700, exist_ok=True)
             self._ensure_system_user()
-            self._give_to_system_user(self.data_dir)
+            _private(self.data_dir, owner=self._owner())
+            primary = f"host={self.primary.socket_dir} user={PG_USER} passfile={self._passfile()}"
             self._run(
                 "pg_basebackup",
-                "-h",
-                str(self.primary.socket_dir),
-                "-U",
-                PG_USER,
+                "--dbname",
+                primary,
                 "-D",
                 str(self.data_dir),
                 "--write-recovery-conf",
@@ -46,8 +62,10 @@ class EmbeddedReplica(EmbeddedPostgres):
             )
         return super().start()
 
-    def _sql(self, statement: str) -> str:
-        return self._run("psql", "-h", str(self.socket_dir), "-U", PG_USER, "-d", "postgres", "-tAc", statement).stdout.strip()
+    def _sql(self, statement: str) -> Any:
+        with self._connect() as conn:
+            row = conn.execute(statement).fetchone()
+        return row[0] if row else None
 
     def pause_replay(self) -> None:
         """Keep receiving WAL but stop applying it: the replica falls behind as the primary writes."""
@@ -62,4 +80,4 @@ class EmbeddedReplica(EmbeddedPostgres):
             self._run("pg_ctl", "-D", str(self.data_dir), "-m", "immediate", "-w", "-t", "60", "stop", timeout=90)
 
     def caught_up_with(self, lsn: str) -> bool:
-        return self._sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn") == "t"
+        return self._sql(f"SELECT pg_last_wal_replay_lsn() >= '{lsn}'::pg_lsn") is True

@@ -40,7 +40,7 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
     if not principal.can_read_scope(scope):
         # A rule (or a token's default) may point at a scope this writer cannot see: answer exactly as
         # an unknown scope does — same code, same status, same details — and never name it.
-        raise ValidationFailed(
+        raise NotFound(
             f"Unknown scope for {source!r} memories: name a scope you can write.",
             error_code="UNKNOWN_SCOPE",
             details={"scope": None},

@@ -1,7 +1,7 @@
 """A scope the writer cannot read looks exactly like one that does not exist — whoever chose it.
 
 Named by the writer, chosen by the organization's source rule, or by the token's default scope,
-an unreadable scope answers 400 UNKNOWN_SCOPE with the same envelope as a missing one and never
+an unreadable scope answers 404 UNKNOWN_SCOPE with the same envelope as a missing one and never
 names it; the built-in GitHub → engineering rule skips an engineering the writer cannot see, as it
 does in an organization without one. Nothing is written.
 """
@@ -15,7 +15,7 @@ import pytest
 from oauth2_provider.models import get_application_model
 from support import assert_envelope, principal
 
-from cortex_site.errors import PermissionDenied, ValidationFailed
+from cortex_site.errors import NotFound, PermissionDenied
 from memories.access import Principal
 from memories.mcp.auth import mcp_resource_url
 from memories.models import ApiToken, Membership, Memory, Organization, Scope, SourceScopeRule
@@ -35,8 +35,8 @@ def test_a_source_rule_pointing_at_an_unreadable_scope_answers_like_an_unknown_s
         organization=acme["org"], source="Notion", scope=Scope.objects.get(organization=acme["org"], slug="sales")
     )
     client = api(acme["employee"])  # reads engineering, not sales
-    unknown = assert_envelope(client.post("/api/memories", {"content": "a note", "scope": "nope"}), 400, "UNKNOWN_SCOPE")
-    by_rule = assert_envelope(client.post("/api/memories", {"content": "a page", "source": "Notion"}), 400, "UNKNOWN_SCOPE")
+    unknown = assert_envelope(client.post("/api/memories", {"content": "a note", "scope": "nope"}), 404, "UNKNOWN_SCOPE")
+    by_rule = assert_envelope(client.post("/api/memories", {"content": "a page", "source": "Notion"}), 404, "UNKNOWN_SCOPE")
     assert _shape(by_rule) == _shape(unknown)
     assert "sales" not in by_rule["message"] and "sales" not in str(by_rule["details"])
     assert not Memory.objects.filter(organization=acme["org"]).exists()
@@ -64,7 +64,7 @@ def test_a_token_default_scope_that_is_no_longer_readable_answers_like_an_unknow
     tenancy.grant_revoke(membership=employee, scope=sales)
     token = ApiToken.objects.select_related("default_scope").get(pk=grant.token_id)
     acting = Principal(Membership.objects.select_related("organization", "user").get(pk=employee.pk), token)
-    with pytest.raises(ValidationFailed) as refused:
+    with pytest.raises(NotFound) as refused:
         memory_create(principal=acting, draft=MemoryDraft(content="where does this go?"))
     assert refused.value.error_code == "UNKNOWN_SCOPE"
     assert "sales" not in refused.value.message and "sales" not in str(refused.value.details)
