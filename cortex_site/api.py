@@ -127,6 +127,8 @@ def _audit_refusal(exc: CortexError, request: Request | None) -> None:
     from memories.services.denials import denial_record
 
     denial_record(exc, principal=principal, via="rest", path=request.path)
+
+
 _WHOLE_NUMBER = re.compile(r"-?[0-9]{1,18}")
 
 
