@@ -36,7 +36,8 @@ class EntityRefOutput(serializers.Serializer):
 
 class RelationOutput(serializers.Serializer):
     kind = serializers.CharField()
-    source = EntityRefOutput()
+    # A field named "source" shadows Field.source (a str) in the stubs; DRF itself is fine with it.
+    source = EntityRefOutput()  # type: ignore[assignment]
     target = EntityRefOutput()
 
 
