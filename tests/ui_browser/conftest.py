@@ -74,6 +74,9 @@ def open_page(browser: Any, live_server: Any) -> Iterator[Callable[..., Any]]:
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": cookie.value, "url": live_server.url}])
         page = context.new_page()
         page.set_default_timeout(10_000)
+        # The first page of a fresh live server (URLconf, templates, static files) can take longer on a
+        # loaded 2-core machine; waiting for elements keeps the 10 s limit.
+        page.set_default_navigation_timeout(45_000)
         page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
         # 4xx answers are part of the flows (a refused upload, a 404 page); a missing asset is not.
         page.on(
