@@ -62,7 +62,12 @@ def test_mcp_shows_no_principal_more_than_its_rights(world: World, key: str, lea
     # The calls are made on one connection in one event loop: a first pass lists them, the second
     # checks the answers in the same order.
     calls: list[tuple[Any, ...]] = []
-    run_surfaces(world, who, MCP, lambda call: calls.append(call) or Answer(0, ""), who.org)
+
+    def record(call: tuple[Any, ...]) -> Answer:
+        calls.append(call)
+        return Answer(0, "")
+
+    run_surfaces(world, who, MCP, record, who.org)
     answers = iter(channels.mcp_calls(leak_server_url, who, calls))
     _assert_clean("mcp", run_surfaces(world, who, MCP, lambda _call: next(answers), who.org))
 
