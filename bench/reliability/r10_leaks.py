@@ -99,7 +99,8 @@ def main() -> int:
             'organization" where a missing scope answers 404 (now the same 404).',
         ]
     )
-    write_section("leaks", "Leaks: principals × surfaces × canaries", body)
+    shown = " ".join([".venv/bin/python bench/reliability/r10_leaks.py", *sys.argv[1:]])
+    write_section("leaks", "Leaks: principals × surfaces × canaries", body, command=shown)
     return 0 if result.returncode == 0 and problems == 0 else 1
 
 

@@ -35,6 +35,9 @@ class Target:
 
     ident: str
     opens: Callable[[Who], bool]
+    # Opens it in the organization it is asked in (`opens` may also count another of the person's
+    # organizations, whose page is a 404 offering to switch); None: the same as `opens`.
+    here: Callable[[Who], bool] | None = None
 
 
 def _memory_by_id(world: World) -> dict[str, Canary]:
@@ -51,7 +54,7 @@ def memories(world: World) -> list[Target]:
     def rule(canary: Canary) -> Callable[[Who], bool]:
         return lambda who: canary.opens(who) or any(canary.opens(other) for other in who.also)
 
-    return [Target(mid, rule(canary)) for mid, canary in _memory_by_id(world).items()]
+    return [Target(mid, rule(canary), canary.opens) for mid, canary in _memory_by_id(world).items()]
 
 
 def conflicts(world: World) -> list[Target]:
@@ -314,7 +317,8 @@ def run_surfaces(world: World, who: Who, table: Iterable[Surface], ask: Callable
             answer = ask(fill(surface.call, target.ident))
             label = f"{surface.name}[{target.ident}]"
             check.leaks(world, label, answer, sent=target.ident)
-            if not hidden and who.usable and surface.opened_status is not None and answer.status != surface.opened_status:
+            opened_here = (target.here or target.opens)(who)
+            if opened_here and who.usable and surface.opened_status is not None and answer.status != surface.opened_status:
                 check.problems.append(f"{label}: may be opened but answers {answer.status} {answer.text[:200]!r}")
             if hidden and answer.normalised(target.ident) != missing.normalised(surface.missing):
                 difference = _difference(answer, target.ident, missing, surface.missing)

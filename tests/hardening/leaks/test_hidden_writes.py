@@ -61,7 +61,12 @@ def _page(text: str, request_id: str) -> str:
     text = re.sub(r'("X-CSRFToken": ")[^"]*', r"\1", text)
     text = re.sub(r'(csrfmiddlewaretoken" value=")[^"]*', r"\1", text)
     text = re.sub(r'("csrf[-_]token"[^>]*content=")[^"]*', r"\1", text)
-    return re.sub(r"\d+(\s|&nbsp;|\xa0)+(second|minute|hour)s?", "", text)
+    text = re.sub(r"(<time[^>]*>)[^<]*(</time>)", r"\1\2", text)  # "just now" becomes "1 minute ago"
+    text = re.sub(r"· \d+ ms", "", text)  # how long the search took
+    # The activity badge counts what is new since the activity page was last opened — which the reading does.
+    # so do the activity page's "New" marks.
+    text = re.sub(r'<span class="badge badge-accent">New</span>', "", text)
+    return re.sub(r'<span class="badge[^"]*" data-activity-badge>.*?</span></span>', "", text)
 
 
 def _reading(world: World, key: str) -> dict[str, Any]:

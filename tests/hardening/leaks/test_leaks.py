@@ -63,11 +63,11 @@ def test_mcp_shows_no_principal_more_than_its_rights(world: World, key: str, lea
     # checks the answers in the same order.
     calls: list[tuple[Any, ...]] = []
 
-    def listed(call: tuple[Any, ...]) -> Answer:
+    def record(call: tuple[Any, ...]) -> Answer:
         calls.append(call)
         return Answer(0, "")
 
-    run_surfaces(world, who, MCP, listed, who.org)
+    run_surfaces(world, who, MCP, record, who.org)
     answers = iter(channels.mcp_calls(leak_server_url, who, calls))
     _assert_clean("mcp", run_surfaces(world, who, MCP, lambda _call: next(answers), who.org))
 
