@@ -177,6 +177,15 @@ EXPLAINED += [
         "members (a member needs a rung) and so no memories for the operator to read at any rank",
     ),
 ]
+EXPLAINED += [
+    (
+        "memories/embeddings/store.py",
+        r"ReplaceBinaryOperator_Mul_\w+$",
+        r"^def check_signature\(embedder: Embedder, \*, record_if_missing: bool\)",
+        "equivalent: the bare `*` that makes `record_if_missing` keyword-only became `/`; every caller passes it "
+        "by keyword, so no call behaves differently",
+    ),
+]
 ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
 
 
@@ -426,6 +435,7 @@ def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
             text = lines[line - 1].strip() if 0 < line <= len(lines) else ""
             outcome.survivors.append(
                 {
+                    "job": item.job_id,
                     "line": line,
                     "operator": mutation.operator_name.removeprefix("core/"),
                     "source": text,
@@ -445,12 +455,15 @@ def slug_of(target: Target) -> str:
     return re.sub(r"\W+", "-", target.name).strip("-")
 
 
-def forget_survivors(session: Path) -> None:
-    """Survivors of an earlier pass become pending again, to be run against the tests added since."""
+def forget_survivors(session: Path, work: Path, target: Target) -> None:
+    """Unexplained survivors of an earlier pass become pending again, to be run against the tests added since."""
     import sqlite3
 
+    earlier = Outcome(target)
+    tally(session, work, target, earlier)
+    jobs = [(s["job"],) for s in earlier.survivors if not s["why"]]
     with sqlite3.connect(session) as db:
-        db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'")
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", jobs)
 
 
 def run_target(target: Target, work: Path, env: dict[str, str], *, fresh: bool, retest: bool, deadline: float) -> Outcome:
@@ -481,7 +494,7 @@ def run_target(target: Target, work: Path, env: dict[str, str], *, fresh: bool, 
         subprocess.run([COSMIC_RAY, "init", str(config), str(session)], cwd=work, env=env, check=True)
         apply_filters(session, work, target, outcome)
     elif retest:
-        forget_survivors(session)
+        forget_survivors(session, work, target)
     remaining = deadline - time.monotonic()
     if remaining > 0:
         began = time.monotonic()
