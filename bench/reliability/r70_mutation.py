@@ -225,6 +225,9 @@ class NamedMutant:
     name: str
     edits: tuple[tuple[str, str, str], ...]  # (module, exact old text, new text); the old text occurs once
     tests: tuple[str, ...]
+    # A cosmic-ray survivor this mutant re-makes (module, operator pattern, source line pattern): once the
+    # hand-made mutant is killed, that survivor is reported as killed by the new test.
+    survivor: tuple[str, str, str] | None = None
 
 
 _READ_ONLY_CHECK = (
@@ -291,6 +294,52 @@ NAMED_MUTANTS = [
         ("tests/memories/embeddings/test_signature_guard.py",),
     ),
 ]
+
+
+# Survivors of the cosmic-ray passes, killed by tests written after them; re-made here so the kill is checked
+# without re-running the target's whole test subset.
+NAMED_MUTANTS += [
+    NamedMutant(
+        "could_supersede: same author compared with < (cosmic-ray survivor)",
+        (("memories/access.py", "winner.author_id == loser.author_id", "winner.author_id < loser.author_id"),),
+        ("tests/memories/test_adjacent_rungs.py::test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next",),
+        survivor=("memories/access.py", r"ReplaceComparisonOperator_Eq_Lt$", r"winner\.author_id == loser\.author_id"),
+    ),
+    NamedMutant(
+        "can_write_memory asks the list read rule (cosmic-ray survivor)",
+        (
+            (
+                "memories/access.py",
+                "return self.can_read_memory(memory, history=True) and memory.scope_id in self.writable_scope_ids",
+                "return self.can_read_memory(memory, history=False) and memory.scope_id in self.writable_scope_ids",
+            ),
+        ),
+        ("tests/memories/test_adjacent_rungs.py::test_a_superseded_version_stays_writable_for_its_scopes_writers",),
+        survivor=("memories/access.py", r"ReplaceTrueWithFalse$", r"return self\.can_read_memory\(memory, history=True\) and"),
+    ),
+    NamedMutant(
+        "touch_token: 61 seconds instead of 60 (cosmic-ray survivor)",
+        (("memories/access.py", ".total_seconds() > 60:", ".total_seconds() > 61:"),),
+        ("tests/memories/test_token_last_use.py",),
+        survivor=("memories/access.py", r"NumberReplacer$", r"\.total_seconds\(\) > 60:"),
+    ),
+]
+
+
+def killed_since(module: str, operator: str, source: str) -> str:
+    """Why a survivor is no longer one: a named mutant re-making it was killed (see named.json)."""
+    named_file = HOME / "named.json"
+    if not named_file.exists():
+        return ""
+    killed = {r["name"] for r in json.loads(named_file.read_text())["results"] if r["killed"]}
+    for mutant in NAMED_MUTANTS:
+        if mutant.survivor is None or mutant.name not in killed:
+            continue
+        where, pattern, line = mutant.survivor
+        if where == module and re.search(pattern, operator) and re.search(line, source):
+            tests = ", ".join(t.split("::")[-1] for t in mutant.tests)
+            return f"killed by a test added after this pass ({tests}; re-made by hand below)"
+    return ""
 
 
 def run_named(work: Path, env: dict[str, str]) -> list[dict[str, Any]]:
@@ -442,7 +491,8 @@ def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
                     "diff": result.diff or "",
                     "why": ANNOTATION_REASON
                     if in_annotation(annotations, tuple(mutation.start_pos))
-                    else explanation(target.module, mutation.operator_name, text),
+                    else explanation(target.module, mutation.operator_name, text)
+                    or killed_since(target.module, mutation.operator_name, text),
                 }
             )
         else:
@@ -559,7 +609,10 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
         named = json.loads(named_file.read_text())
         lines += [
             "",
-            f"### The survivors of the first outside pass, made again by hand ({named['at']})",
+            f"### Named mutants, made by hand ({named['at']})",
+            "",
+            "The four survivors issue 18 names, as they were made then, and the cosmic-ray survivors killed by tests "
+            "written after their pass (re-made here, so the kill is checked without re-running the whole subset).",
             "",
             "| mutant | result | tests |",
             "| --- | --- | --- |",
