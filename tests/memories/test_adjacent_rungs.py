@@ -160,6 +160,19 @@ def test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next
 
 
 @pytest.mark.django_db
+def test_a_superseded_version_stays_writable_for_its_scopes_writers(rungs: dict[str, Any], api: Any) -> None:
+    # Writing a memory asks the history read rule (superseded versions are read by id), not the list rule.
+    client = api(rungs["Employee"])
+    old = _post(client, content="Deploys need one approval.").json()
+    assert client.post(f"/api/memories/{old['id']}/supersede", {"content": "Deploys need two approvals."}).status_code == 201
+    superseded = Memory.objects.get(pk=old["id"])
+    assert superseded.status == "superseded"
+    assert principal(rungs["Employee"]).can_write_memory(superseded) is True
+    assert principal(rungs["Contractor"]).can_write_memory(superseded) is True  # same rung as the memory (lowest)
+    assert client.patch(f"/api/memories/{old['id']}", {"tags": ["history"]}).status_code == 200
+
+
+@pytest.mark.django_db
 def test_the_admin_role_does_not_lift_clearance_by_a_rung(rungs: dict[str, Any], make_member: Any, api: Any) -> None:
     manager_admin = make_member(rungs["org"], "Manager", admin=True, grants={"team": True})
     memory = remember(rungs["Executive"], "Board minutes, March.", scope="team", clearance_min="Executive")

@@ -156,6 +156,7 @@ def test_a_channel_the_connector_does_not_sync_is_ignored(
         pytest.param(lambda body: sign(body, timestamp=int(time.time()) + 360), id="future-timestamp"),
         pytest.param(lambda body: {"X-Slack-Request-Timestamp": str(int(time.time()))}, id="no-signature"),
         pytest.param(lambda body: {}, id="no-headers"),
+        pytest.param(lambda body: {**sign(body), "X-Slack-Request-Timestamp": "yesterday"}, id="timestamp-not-a-number"),
     ],
 )
 def test_unsigned_stale_or_forged_requests_are_refused_before_parsing(

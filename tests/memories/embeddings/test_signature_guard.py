@@ -141,6 +141,20 @@ def test_other_dimensions_of_the_same_model_are_refused(acme: dict[str, Any], ap
 
 
 @pytest.mark.django_db
+def test_a_model_sorting_after_the_stored_one_is_refused_too(
+    acme: dict[str, Any], api: Any, use_embedder: Any, stub_server: StubServer, payload: Any
+) -> None:
+    # The other direction: the stored signature sorts before the configured one ("large" < "small").
+    _serve_embeddings(stub_server, payload)
+    client = api(acme["employee"])
+    _openai(use_embedder, stub_server, "text-embedding-3-large")
+    assert _post(client, "Stored with the large model.").status_code == 201
+    _openai(use_embedder, stub_server, "text-embedding-3-small")
+    assert_envelope(_post(client, "Another note."), 503, "EMBEDDING_MODEL_MISMATCH")
+    assert Memory.objects.count() == 1
+
+
+@pytest.mark.django_db
 def test_the_same_signature_again_passes(acme: dict[str, Any], api: Any, use_embedder: Any) -> None:
     client = api(acme["employee"])
     assert _post(client, "First note.").status_code == 201
