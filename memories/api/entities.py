@@ -36,7 +36,7 @@ class EntityRefOutput(serializers.Serializer):
 
 class RelationOutput(serializers.Serializer):
     kind = serializers.CharField()
-    source = EntityRefOutput()
+    source = EntityRefOutput()  # type: ignore[assignment]  # a field named like Field.source
     target = EntityRefOutput()
 
 
