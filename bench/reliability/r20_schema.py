@@ -104,6 +104,7 @@ def drive(args: argparse.Namespace) -> int:
             [sys.executable, __file__, "--seed-database", stub.url], env=env, cwd=ROOT, capture_output=True, text=True, check=True
         )
         tokens = json.loads(next(line for line in seeded.stdout.splitlines() if line.startswith("RESULT "))[7:])
+        os.environ.update(HOST="127.0.0.1", PORT=str(port))  # web_command() reads where to listen from here
         log = (HOME / "web.log").open("w")
         web = subprocess.Popen(web_command(), env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
