@@ -187,7 +187,9 @@ class SyncOutput(serializers.Serializer):
 
 
 class CredentialsInput(StrictSerializer):
-    credentials = serializers.DictField(help_text="keys to replace; null removes one; an empty webhook_secret makes a new one")
+    credentials = serializers.DictField(
+        allow_empty=False, help_text="keys to replace; null removes one; an empty webhook_secret makes a new one"
+    )
 
 
 class ConnectionTestOutput(serializers.Serializer):

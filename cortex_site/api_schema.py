@@ -95,6 +95,8 @@ class CortexAutoSchema(AutoSchema):
         if getattr(self, "_cortex_direction", None) != "request":  # answers are documented as they are
             super()._insert_field_validators(field, schema)
             return
+        if isinstance(field, serializers.DictField) and not field.allow_empty and schema.get("type") == "object":
+            schema.setdefault("minProperties", 1)
         plain_text = (
             type(field) is serializers.CharField or hasattr(field, "schema_not_blank") or hasattr(field, "schema_pattern")
         )

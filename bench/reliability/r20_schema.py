@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
@@ -33,16 +34,18 @@ from recall import database_url, drop_database, ensure_database  # noqa: E402
 from reliability.report import write_section  # noqa: E402
 
 
-def _bench_connectors() -> object:
-    # bench/connectors.py, by path: the name `connectors` is the Django app's.
-    spec = importlib.util.spec_from_file_location("bench_connectors", ROOT / "bench" / "connectors.py")
+def _by_path(name: str, path: Path) -> Any:
+    """A module loaded from its file: bench/connectors.py (the name `connectors` is the Django app's) and
+    tests/support modules (the package's __init__ needs Django set up, which this driver never does)."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
 
-_helpers = _bench_connectors()
+_helpers = _by_path("bench_connectors", ROOT / "bench" / "connectors.py")
 free_port = _helpers.free_port  # type: ignore[attr-defined]
 wait_http = _helpers.wait_http  # type: ignore[attr-defined]
 
@@ -67,8 +70,9 @@ def seed_phase(stub_url: str) -> None:
 
 
 def drive(args: argparse.Namespace) -> int:
-    from support.openapi_contract import PRINCIPALS, run_schemathesis
-    from support.stub_server import StubServer
+    contract = _by_path("openapi_contract", ROOT / "tests" / "support" / "openapi_contract.py")
+    stub_server = _by_path("stub_server", ROOT / "tests" / "support" / "stub_server.py")
+    principals, run_schemathesis, StubServer = contract.PRINCIPALS, contract.run_schemathesis, stub_server.StubServer
 
     from cortex_site.runner import embedded_services, ensure_dev_connector_key, web_command
 
@@ -100,11 +104,12 @@ def drive(args: argparse.Namespace) -> int:
             [sys.executable, __file__, "--seed-database", stub.url], env=env, cwd=ROOT, capture_output=True, text=True, check=True
         )
         tokens = json.loads(next(line for line in seeded.stdout.splitlines() if line.startswith("RESULT "))[7:])
+        os.environ.update(HOST="127.0.0.1", PORT=str(port))  # web_command() reads where to listen from here
         log = (HOME / "web.log").open("w")
         web = subprocess.Popen(web_command(), env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)
         try:
             base_url = f"http://127.0.0.1:{port}"
-            wait_http(f"{base_url}/healthz")
+            wait_http(f"{base_url}/healthz", timeout=300)
             runs = []
             for name in args.principals:
                 started = time.monotonic()
@@ -137,7 +142,7 @@ def drive(args: argparse.Namespace) -> int:
     for run, seconds in runs:
         found = "; ".join(run.failures + run.errors) or "0"
         rows.append(
-            f"| {run.principal} | {PRINCIPALS[run.principal]} | {run.operations} | {run.cases} | {seconds:.0f} s | {found} |"
+            f"| {run.principal} | {principals[run.principal]} | {run.operations} | {run.cases} | {seconds:.0f} s | {found} |"
         )
     total_cases = sum(run.cases for run, _ in runs)
     total_failures = sum(len(run.failures) + len(run.errors) for run, _ in runs)

@@ -36,8 +36,7 @@ class EntityRefOutput(serializers.Serializer):
 
 class RelationOutput(serializers.Serializer):
     kind = serializers.CharField()
-    # A field named "source" shadows Field.source (a str) in the stubs; DRF itself is fine with it.
-    source = EntityRefOutput()  # type: ignore[assignment]
+    source = EntityRefOutput()  # type: ignore[assignment]  # a field named like Field.source
     target = EntityRefOutput()
 
 

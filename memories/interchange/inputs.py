@@ -19,6 +19,16 @@ from memories.services.memories.validation import MAX_TAGS
 _CATEGORY = r"[A-Za-z][A-Za-z0-9_-]{0,49}"
 
 
+def _expected(field: serializers.Field) -> str:
+    if isinstance(field, serializers.BooleanField):
+        return "Must be true or false."
+    if isinstance(field, serializers.IntegerField):
+        return "Must be a whole number."
+    if isinstance(field, serializers.ListField):
+        return "Must be a list of strings." if isinstance(field.child, serializers.CharField) else "Wrong type in the list."
+    return "Must be a string."
+
+
 def _wrong_type(field: serializers.Field, value: Any) -> bool:
     """Whether a JSON value is of another type than the field's (DRF would coerce 1 to True or "5" to 5)."""
     if value is None:
@@ -48,7 +58,7 @@ class StrictSerializer(serializers.Serializer):
             if not isinstance(data, QueryDict):
                 wrong = sorted(name for name, field in self.fields.items() if name in data and _wrong_type(field, data[name]))
                 if wrong:
-                    raise serializers.ValidationError({name: ["Wrong type."] for name in wrong})
+                    raise serializers.ValidationError({name: [_expected(self.fields[name])] for name in wrong})
         return super().to_internal_value(data)
 
 

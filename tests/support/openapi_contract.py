@@ -16,11 +16,10 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from memories.models import Membership, Organization, Scope
-from memories.services import tenancy
-from memories.services.memories import MemoryDraft, memory_create
+if TYPE_CHECKING:
+    from memories.models import Membership
 
 CONFIG = Path(__file__).with_name("schemathesis.toml")
 
@@ -39,10 +38,14 @@ def seed_contract_org(*, slug: str = "contract", stub_url: str = "http://127.0.0
     The connector's API address is the loopback `stub_url`: a connection test or sync the run
     triggers never leaves this machine.
     """
+    # Imported here: the bench's driver process runs schemathesis without setting Django up.
     from connectors.services.connectors import connector_create
     from memories.access import Principal
+    from memories.models import Membership, Scope
+    from memories.services import tenancy
+    from memories.services.memories import MemoryDraft, memory_create
 
-    org: Organization = tenancy.organization_create(slug=slug, name="Contract Test Org")
+    org = tenancy.organization_create(slug=slug, name="Contract Test Org")
     for scope in ("engineering", "sales"):
         tenancy.scope_create(organization=org, slug=scope)
     tenancy.scope_create(organization=org, slug="handbook", visibility=Scope.Visibility.ALL_MEMBERS, members_can_write=False)
@@ -157,6 +160,9 @@ def run_schemathesis(
             "--generation-database",
             "none",
             "--continue-on-failure",
+            # Seconds per request: the machine running the suite may be loaded; a slow answer is not a contract failure.
+            "--request-timeout",
+            "60",
             "--no-color",
             "--report",
             "json",

@@ -1,0 +1,229 @@
+"""The OpenAPI document is the API's contract: schemathesis finds no failure, and the failures an
+outside pass found stay fixed (undocumented statuses, schema-valid input refused, schema-violating
+input accepted, a response unlike its schema).
+
+The full run — every phase, a bigger budget, every principal — is `make reliability`
+(bench/reliability/r20_schema.py); here a small budget keeps `make test` fast.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from support import assert_envelope, remember
+from support.openapi_contract import run_schemathesis, seed_contract_org
+
+from cortex_site.api import PrincipalRateThrottle
+from cortex_site.api_schema import ENVELOPE
+
+
+@pytest.fixture
+def openapi(client: Any, db: Any) -> dict[str, Any]:
+    response = client.get("/api/schema/", headers={"Accept": "application/json"})
+    assert response.status_code == 200
+    return json.loads(response.content)
+
+
+def _response_validator(openapi: dict[str, Any], path: str, method: str, status: int) -> Draft202012Validator:
+    """A validator for one documented response body (OpenAPI 3.0's `nullable` read as JSON Schema's null type)."""
+
+    def nullable(node: Any) -> Any:
+        if isinstance(node, dict):
+            node = {key: nullable(value) for key, value in node.items()}
+            if node.pop("nullable", False):
+                return {"anyOf": [node, {"type": "null"}]}
+            return node
+        return [nullable(item) for item in node] if isinstance(node, list) else node
+
+    document = nullable({"components": openapi["components"]})
+    registry = Registry().with_resource("urn:cortex", Resource.opaque(document))
+    schema = openapi["paths"][path][method]["responses"][str(status)]["content"]["application/json"]["schema"]
+    return Draft202012Validator(
+        json.loads(json.dumps(nullable(schema)).replace('"#/components', '"urn:cortex#/components')), registry=registry
+    )
+
+
+# -- the run ------------------------------------------------------------------------------------------
+@pytest.mark.django_db(transaction=True)
+def test_schemathesis_finds_no_failure_in_any_operation(
+    live_server: Any, stub_server: Any, monkeypatch: pytest.MonkeyPatch, settings: Any
+) -> None:
+    # The contract is under test, not the rate limits: raise them so no case is answered 429.
+    monkeypatch.setattr(PrincipalRateThrottle, "THROTTLE_RATES", {"principal": "1000000/min"})
+    settings.CORTEX_LOGIN_FAILURES_PER_ADDRESS = 1_000_000
+    tokens = seed_contract_org(stub_url=stub_server.url)
+    for principal in ("admin", "read_only"):
+        run = run_schemathesis(
+            live_server.url, principal=principal, token=tokens[principal], max_examples=3, phases="examples,fuzzing", workers=2
+        )
+        assert run.operations >= 39 and run.cases > run.operations, run.output[-3000:]
+        assert run.clean, "\n".join([principal, *run.failures, *run.errors, run.output[-20000:]])
+
+
+# -- the document -------------------------------------------------------------------------------------
+def test_every_operation_documents_the_error_envelope_for_the_statuses_it_can_answer(openapi: dict[str, Any]) -> None:
+    assert set(openapi["components"]["schemas"][ENVELOPE]["required"]) == {"error_code", "message", "request_id", "details"}
+    checked = 0
+    for path, item in openapi["paths"].items():
+        for method, operation in item.items():
+            responses = operation["responses"]
+            expected = {"401", "429", "503"}
+            if "{" in path:
+                expected |= {"404"}
+            if "requestBody" in operation or any(p["in"] == "query" for p in operation.get("parameters", [])):
+                expected |= {"400", "404"}
+            if method in ("post", "patch"):
+                expected |= {"413", "415"}
+            if method != "get" and path not in (
+                "/api/recall",
+                "/api/ask",
+                "/api/memories/extract-decisions",
+                "/api/cron/connectors",
+            ):
+                expected |= {"409"}
+            assert expected <= set(responses), (method, path, sorted(expected - set(responses)))
+            for code in expected:
+                schema = responses[code]["content"]["application/json"]["schema"]
+                assert schema == {"$ref": f"#/components/schemas/{ENVELOPE}"}, (method, path, code)
+            checked += 1
+    assert checked >= 39
+
+
+def test_query_parameters_are_typed_and_bounded_as_the_api_validates_them(openapi: dict[str, Any]) -> None:
+    def parameter(path: str, name: str) -> dict[str, Any]:
+        found = [p for p in openapi["paths"][path]["get"]["parameters"] if p["name"] == name]
+        assert found, (path, name)
+        return found[0]["schema"]
+
+    assert parameter("/api/entities", "limit") == {"type": "integer", "minimum": 1, "maximum": 200, "default": 50}
+    assert parameter("/api/memories", "limit")["maximum"] == 100
+    assert sorted(parameter("/api/entities", "kind")["enum"]) == [
+        "customer",
+        "other",
+        "person",
+        "project",
+        "repo",
+        "team",
+        "ticket",
+        "vendor",
+    ]
+    assert sorted(parameter("/api/conflicts", "status")["enum"]) == ["all", "dismissed", "open", "resolved"]
+    assert sorted(parameter("/api/memories", "status")["enum"]) == ["active", "all", "redacted", "superseded"]
+
+
+def test_request_bodies_refuse_unknown_fields_and_blank_required_text(openapi: dict[str, Any]) -> None:
+    schemas = openapi["components"]["schemas"]
+    create = schemas["MemoryCreateInputRequest"]
+    assert create["additionalProperties"] is False
+    assert create["properties"]["content"]["minLength"] == 1
+    assert "pattern" in create["properties"]["content"]  # whitespace only is EMPTY_CONTENT
+    assert schemas["RedactInputRequest"]["properties"]["reason"]["minLength"] == 1
+
+
+# -- the failures the outside pass found ----------------------------------------------------------------
+@pytest.mark.django_db
+@pytest.mark.parametrize("limit", ["2.2e-308", "0", "-1", "201", "null", "", "5.0"])
+def test_a_limit_that_is_not_a_whole_number_in_range_is_refused(
+    acme: dict[str, Any], api: Callable[..., Any], limit: str
+) -> None:
+    body = assert_envelope(api(acme["employee"]).get(f"/api/entities?limit={limit}"), 400, "INVALID_LIMIT")
+    assert body["details"] == {"maximum": 200}
+
+
+@pytest.mark.django_db
+def test_a_limit_given_twice_is_refused_and_one_in_range_is_used(acme: dict[str, Any], api: Callable[..., Any]) -> None:
+    client = api(acme["employee"])
+    for number in range(3):
+        remember(acme["employee"], f"Runbook step {number}: restart the ingest worker.", scope="engineering")
+    assert_envelope(client.get("/api/memories?limit=1&limit=2"), 400, "INVALID_LIMIT")
+    assert_envelope(client.get("/api/memories?limit=101"), 400, "INVALID_LIMIT")
+    page = client.get("/api/memories?limit=2")
+    assert page.status_code == 200 and len(page.json()["results"]) == 2 and page.json()["next"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/api/entities?kind=galaxy", "INVALID_KIND"),
+        ("/api/entities?kind=", "INVALID_KIND"),
+        ("/api/conflicts?kind=galaxy", "INVALID_KIND"),
+        ("/api/conflicts?status=AAA", "INVALID_STATUS"),
+        ("/api/redaction-requests?status=", "INVALID_STATUS"),
+        ("/api/memories?status=gone", "INVALID_STATUS"),
+    ],
+)
+def test_a_value_outside_an_enum_is_a_400_envelope_not_a_200(
+    acme: dict[str, Any], api: Callable[..., Any], path: str, code: str
+) -> None:
+    assert_envelope(api(acme["employee"]).get(path), 400, code)
+
+
+@pytest.mark.django_db
+def test_scopes_answer_the_documented_list_shape(
+    acme: dict[str, Any], api: Callable[..., Any], openapi: dict[str, Any], outsider: Any
+) -> None:
+    validator = _response_validator(openapi, "/api/scopes", "get", 200)
+    response = api(acme["employee"]).get("/api/scopes")
+    assert response.status_code == 200
+    assert not list(validator.iter_errors(response.json()))
+    slugs = {row["slug"] for row in response.json()["results"]}
+    assert {"engineering", "handbook"} <= slugs and "sales" not in slugs  # granted and all-members, not the rest
+    foreign = api(outsider).get("/api/scopes")
+    assert not list(validator.iter_errors(foreign.json()))
+    assert not {"engineering", "sales", "handbook"} & {row["slug"] for row in foreign.json()["results"]}
+
+
+@pytest.mark.django_db
+def test_connectors_and_redaction_requests_answer_their_documented_shapes(
+    acme: dict[str, Any], api: Callable[..., Any], openapi: dict[str, Any], outsider: Any
+) -> None:
+    for path in ("/api/connectors", "/api/redaction-requests"):
+        for who in (acme["exec"], acme["contractor"], outsider):
+            response = api(who).get(path)
+            assert response.status_code == 200
+            assert not list(_response_validator(openapi, path, "get", 200).iter_errors(response.json())), path
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/api/recall", {"query": "deploy", "tags": [0]}),
+        ("/api/recall", {"query": "deploy", "limit": "5"}),
+        ("/api/memories", {"content": "The freeze starts Friday.", "scope": "engineering", "tags": [7]}),
+    ],
+)
+def test_json_values_of_the_wrong_type_are_refused_not_coerced(
+    acme: dict[str, Any], api: Callable[..., Any], path: str, body: dict[str, Any]
+) -> None:
+    assert_envelope(api(acme["employee"]).post(path, body), 400, "VALIDATION_ERROR")
+
+
+@pytest.mark.django_db
+def test_a_boolean_given_as_a_number_is_refused_and_nothing_is_redacted(acme: dict[str, Any], api: Callable[..., Any]) -> None:
+    memory = remember(acme["employee"], "The staging password rotates every ninety days.", scope="engineering")
+    assert_envelope(api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "wrong", "urgent": 0}), 400)
+    memory.refresh_from_db()
+    assert memory.status == "active"
+
+
+@pytest.mark.django_db
+def test_a_scope_the_caller_cannot_see_is_a_404_like_a_missing_one(
+    acme: dict[str, Any], api: Callable[..., Any], outsider: Any
+) -> None:
+    hidden = assert_envelope(api(acme["employee"]).post("/api/recall", {"query": "x", "scopes": ["sales"]}), 404, "UNKNOWN_SCOPE")
+    missing = assert_envelope(api(acme["employee"]).post("/api/recall", {"query": "x", "scopes": ["nope"]}), 404, "UNKNOWN_SCOPE")
+    assert hidden["message"].replace("sales", "X") == missing["message"].replace("nope", "X")
+    assert_envelope(api(outsider).post("/api/recall", {"query": "x", "scopes": ["engineering"]}), 404, "UNKNOWN_SCOPE")
+
+
+@pytest.mark.django_db
+def test_a_repeated_wait_query_parameter_is_refused(acme: dict[str, Any], api: Callable[..., Any]) -> None:
+    response = api(acme["employee"]).post("/api/memories/extract-decisions?wait=null&wait=null", {"summary": "We decided."})
+    assert_envelope(response, 400, "INVALID_WAIT")
