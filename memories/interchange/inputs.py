@@ -12,8 +12,8 @@ from django.http import QueryDict
 from rest_framework import serializers
 
 from cortex_site.api_schema import SPACE
+from memories.models.memory import MAX_TAGS
 from memories.selectors.recall import MAX_LIMIT, RecallQuery
-from memories.services.memories.validation import MAX_TAGS
 
 # The write pipeline's category rule (memories.services.memories.validation), for the OpenAPI schema.
 _CATEGORY = r"[A-Za-z][A-Za-z0-9_-]{0,49}"

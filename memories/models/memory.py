@@ -23,6 +23,8 @@ from memories.models.tenancy import Organization, Scope
 # The dimension the migrations create the vector column with (the local MiniLM model).
 # `cortex reembed` alters the column when the store switches to a model of another size.
 DEFAULT_EMBEDDING_DIM = 384
+# Tags a memory may carry (the write pipeline refuses more; the REST input schema says so).
+MAX_TAGS = 20
 
 
 class Memory(models.Model):

@@ -17,8 +17,7 @@ from django.utils import timezone
 
 from cortex_site.errors import NotFound, PayloadTooLarge, PermissionDenied, Unprocessable, ValidationFailed
 from memories.access import CliPrincipal, Principal, clearance_names
-
-MAX_TAGS = 20
+from memories.models.memory import MAX_TAGS
 
 _CATEGORY = re.compile(r"^[a-z][a-z0-9_-]{0,49}$")
 _TAG = re.compile(r"^[^\s,]{1,50}$")
