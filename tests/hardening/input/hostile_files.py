@@ -120,7 +120,10 @@ PNG_BYTES = b"\x89PNG\r\n\x1a\n" + b"\x00" * 64
 
 def lying_count_pdf(pages: int = 5000) -> bytes:
     """Thousands of pages under a page tree whose /Count claims one: only counting them all tells."""
-    return thousand_page_pdf(pages).replace(b"/Count %d" % pages, b"/Count 1", 1)
+    claimed = b"/Count %d" % pages
+    # Padded to the same length, so every cross-reference offset stays right (else pypdf spends its
+    # time rebuilding the table, which is a different hostile file).
+    return thousand_page_pdf(pages).replace(claimed, b"/Count 1".ljust(len(claimed)), 1)
 
 
 # Run in a bounded child by the tests of memories.services.bounded (importable there by name).
