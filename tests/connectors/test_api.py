@@ -48,7 +48,7 @@ def test_the_connector_list_is_cursor_paged_newest_first_and_an_outsider_sees_no
     assert [c["id"] for c in first["results"]] == ids[::-1][:2] and first["next"]
     second = admin.get(first["next"]).json()
     assert [c["id"] for c in second["results"]] == [ids[0]] and second["next"] is None
-    assert_envelope(admin.get("/api/connectors", {"cursor": "not-a-cursor"}), 400, "INVALID_CURSOR")
+    assert_envelope(admin.get("/api/connectors", {"cursor": "not-a-cursor"}), 404, "INVALID_CURSOR")
     assert api(outsider).get("/api/connectors").json() == {"results": [], "next": None}
 
 
