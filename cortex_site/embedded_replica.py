@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cortex_site.embedded import PG_USER, EmbeddedPostgres, _private
+from cortex_site.embedded import PG_USER, EmbeddedPostgres, _private, secure_home
 
 
 class EmbeddedReplica(EmbeddedPostgres):
@@ -46,10 +46,13 @@ class EmbeddedReplica(EmbeddedPostgres):
             self.data_dir.parent.mkdir(parents=True, exist_ok=True)
             self.data_dir.mkdir(mode=0o700, exist_ok=True)
             self._ensure_system_user()
+            # The server's user must reach the passfile and the data directory before the copy starts.
+            secure_home(self.home)
             _private(self.data_dir, owner=self._owner())
             primary = f"host={self.primary.socket_dir} user={PG_USER} passfile={self._passfile()}"
             self._run(
                 "pg_basebackup",
+                "--no-password",  # never wait for a prompt: the passfile is the only way in
                 "--dbname",
                 primary,
                 "-D",

@@ -94,7 +94,10 @@ def populate(count: int) -> Any:
 def pg(tool: str, *args: str) -> None:
     from cortex_site.embedded import EmbeddedPostgres
 
-    EmbeddedPostgres(step_home() / "pg")._run(tool, *args, timeout=600)
+    server = EmbeddedPostgres(step_home() / "pg")
+    # The embedded server asks for its password (SCRAM); the tools inherit it from the environment.
+    os.environ["PGPASSWORD"] = server.password()
+    server._run(tool, *args, "--no-password", timeout=600)
 
 
 def manage(url: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -47,13 +47,17 @@ def restored_database(tmp_path: Path) -> Iterator[str]:
     settings = connection.settings_dict
     name, target = settings["NAME"], f"{settings['NAME']}_restored"
     dump = tmp_path / "cortex.dump"
-    common = ["-h", settings["HOST"], "-U", settings["USER"]]
-    subprocess.run([str(BIN / "pg_dump"), *common, "-Fc", "-f", str(dump), name], check=True, capture_output=True)
+    common = ["-h", settings["HOST"], "-U", settings["USER"], "--no-password"]
+    # The embedded server asks for its password (SCRAM); libpq reads it from the environment.
+    env = {**os.environ, "PGPASSWORD": settings["PASSWORD"] or ""}
+    subprocess.run([str(BIN / "pg_dump"), *common, "-Fc", "-f", str(dump), name], check=True, capture_output=True, env=env)
     admin = _url("postgres")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
         conn.execute(f'CREATE DATABASE "{target}"')
-    subprocess.run([str(BIN / "pg_restore"), *common, "-d", target, "--no-owner", str(dump)], check=True, capture_output=True)
+    subprocess.run(
+        [str(BIN / "pg_restore"), *common, "-d", target, "--no-owner", str(dump)], check=True, capture_output=True, env=env
+    )
     yield _url(target)
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{target}" WITH (FORCE)')
