@@ -41,7 +41,8 @@ def memory_list_audit(*, principal: Principal, filters: MemoryFilters, memories:
         actor=principal.actor,
         details={
             "via": via,
-            "filters": {name: value for name, value in asdict(filters).items() if value not in (None, "")},
+            # Only what narrowed the list: defaults (none, blank, off) say nothing about what was read.
+            "filters": {name: value for name, value in asdict(filters).items() if value not in (None, "", False)},
             "results": [str(memory.pk) for memory in memories],
         },
     )
