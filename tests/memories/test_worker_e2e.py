@@ -120,17 +120,26 @@ def published(real_worker: str) -> Iterator[list[str]]:
 
 
 def drain(sent: list[str]) -> None:
-    """Wait until every task sent so far has finished on the worker (re-checking for new ones)."""
-    done: set[str] = set()
+    """Wait until the worker has done the post-write work of every memory (each clears its
+    `post_write_pending` marker; the enqueue keeps no result to wait on), and any task sent with a
+    result has finished."""
+    deadline = time.monotonic() + TASK_TIMEOUT
+    while Memory.objects.filter(post_write_pending=True, status="active").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the worker did not finish the post-write work in time")
+        time.sleep(0.1)
     # This test is the client of a real worker, never inside a task: Celery's "join would block"
-    # flag is process-global, and an eager task another thread of this process runs (the live
-    # ASGI server of the MCP tests) may hold it while we wait here.
+    # flag is process-global, and an eager task another thread of this process runs may hold it.
+    # Tasks sent with a result (re-runs, jobs) are waited for; a post-write task stores none, so its
+    # result stays PENDING and the marker above is what says it is done.
     with allow_join_result():
-        while len(done) < len(sent):
-            for task_id in list(sent):
-                if task_id not in done:
-                    AsyncResult(task_id, app=app).get(timeout=TASK_TIMEOUT, propagate=True)
-                    done.add(task_id)
+        for task_id in list(sent):
+            result = AsyncResult(task_id, app=app)
+            settle = time.monotonic() + 5
+            while not result.ready() and time.monotonic() < settle:
+                time.sleep(0.1)
+            if result.ready():
+                result.get(timeout=TASK_TIMEOUT, propagate=True)
 
 
 @pytest.fixture
