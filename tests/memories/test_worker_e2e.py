@@ -134,7 +134,7 @@ def drain(sent: list[str]) -> None:
     # result stays PENDING and the marker above is what says it is done.
     with allow_join_result():
         for task_id in list(sent):
-            result = AsyncResult(task_id, app=app)
+            result: AsyncResult[Any] = AsyncResult(task_id, app=app)
             settle = time.monotonic() + 5
             while not result.ready() and time.monotonic() < settle:
                 time.sleep(0.1)
