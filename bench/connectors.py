@@ -43,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+import harness  # noqa: E402
 from recall import database_url, drop_database, ensure_database, loadavg, machine, percentiles  # noqa: E402
 
 HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-connectors").resolve()
@@ -52,19 +53,7 @@ SEQUENTIAL = 50  # deliveries sent one at a time before the burst
 
 # -- driver ----------------------------------------------------------------------------------------------
 def run_phase(env: dict[str, str], *args: str) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--phase", *args]
-    print(f"\n== {' '.join(args)}", flush=True)
-    result: dict[str, Any] = {}
-    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-            else:
-                print(line, end="", flush=True)
-    if child.returncode != 0:
-        raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
-    return result
+    return harness.run_phase(Path(__file__).resolve(), env, *args)
 
 
 def drive(args: argparse.Namespace) -> int:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+import harness  # noqa: E402
 from recall import database_url, drop_database, ensure_database, loadavg, machine  # noqa: E402
 
 HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-connectors-pull").resolve()
@@ -50,19 +50,7 @@ EDIT_AFTER_MINUTES = 7
 
 # -- driver ----------------------------------------------------------------------------------------------
 def run_phase(env: dict[str, str], *args: str) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--phase", *args]
-    print(f"\n== {' '.join(args)}", flush=True)
-    result: dict[str, Any] = {}
-    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-            else:
-                print(line, end="", flush=True)
-    if child.returncode != 0:
-        raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
-    return result
+    return harness.run_phase(Path(__file__).resolve(), env, *args)
 
 
 def drive(args: argparse.Namespace) -> int:

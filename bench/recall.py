@@ -36,7 +36,6 @@ import os
 import platform
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -49,6 +48,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+
+import harness  # noqa: E402
 
 SEED = 20251115
 INGEST_SEED = 7
@@ -78,19 +79,7 @@ def database_url(base: str, name: str) -> str:
 
 
 def run_phase(env: dict[str, str], *args: str) -> dict[str, Any]:
-    command = [sys.executable, str(Path(__file__).resolve()), "--phase", *args]
-    print(f"\n== {' '.join(args)}", flush=True)
-    result: dict[str, Any] = {}
-    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-            else:
-                print(line, end="", flush=True)
-    if child.returncode != 0:
-        raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
-    return result
+    return harness.run_phase(Path(__file__).resolve(), env, *args)
 
 
 def drive(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ TASK_QUEUES = ("default", "connectors", "conflicts")
 
 
 class UnknownQueueError(ValueError):
-    pass
+    """CORTEX_WORKER_QUEUES names a queue no task is routed to (a typo would leave a worker idle)."""
 
 
 def worker_queues(value: str | None = None) -> list[str]:

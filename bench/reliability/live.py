@@ -31,6 +31,7 @@ for extra in (ROOT, ROOT / "bench", ROOT / "tests"):
     if str(extra) not in sys.path:
         sys.path.insert(0, str(extra))
 
+from harness import run_phase  # noqa: E402
 from recall import database_url, drop_database, ensure_database, loadavg  # noqa: E402
 
 
@@ -71,20 +72,6 @@ def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0
 
 
 # -- driver ----------------------------------------------------------------------------------------------
-def run_phase(script: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
-    command = [sys.executable, str(script), "--phase", *args]
-    print(f"\n== {' '.join(args)}", flush=True)
-    result: dict[str, Any] = {}
-    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
-        assert child.stdout is not None
-        for line in child.stdout:
-            if line.startswith("RESULT "):
-                result = json.loads(line[len("RESULT ") :])
-            else:
-                print(line, end="", flush=True)
-    if child.returncode != 0:
-        raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
-    return result
 
 
 def drive(

@@ -1,0 +1,32 @@
+"""What every benchmark driver shares: running one measured phase in a child process.
+
+Each phase runs in its own interpreter (its own database, a fresh Django) and reports back with one
+line `RESULT <json>` on stdout; everything else it prints is passed through as progress.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_phase(script: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
+    """Run `script --phase *args` with `env` and return the JSON of its RESULT line."""
+    command = [sys.executable, str(script), "--phase", *args]
+    print(f"\n== {' '.join(args)}", flush=True)
+    result: dict[str, Any] = {}
+    with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
+        assert child.stdout is not None
+        for line in child.stdout:
+            if line.startswith("RESULT "):
+                result = json.loads(line[len("RESULT ") :])
+            else:
+                print(line, end="", flush=True)
+    if child.returncode != 0:
+        raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
+    return result
