@@ -106,7 +106,9 @@ def published(real_worker: str) -> Iterator[list[str]]:
     sent: list[str] = []
 
     def remember(headers: dict[str, Any] | None = None, **_: Any) -> None:
-        if headers and headers.get("id"):
+        # A task sent without a result (the post-write work after a write) is never waited for by id:
+        # its result stays PENDING for good, and its `post_write_pending` marker says when it is done.
+        if headers and headers.get("id") and not headers.get("ignore_result"):
             sent.append(headers["id"])
 
     previous = app.conf.task_always_eager
@@ -130,8 +132,8 @@ def drain(sent: list[str]) -> None:
         time.sleep(0.1)
     # This test is the client of a real worker, never inside a task: Celery's "join would block"
     # flag is process-global, and an eager task another thread of this process runs may hold it.
-    # Tasks sent with a result (re-runs, jobs) are waited for; a post-write task stores none, so its
-    # result stays PENDING and the marker above is what says it is done.
+    # Tasks sent with a result (re-runs, jobs) are waited for; `published` leaves out the post-write
+    # tasks, which store none (the marker above is what says they are done).
     with allow_join_result():
         for task_id in list(sent):
             result: AsyncResult[Any] = AsyncResult(task_id, app=app)

@@ -65,9 +65,12 @@ def replica(standby: EmbeddedReplica, transactional_db: Any, settings: Any) -> I
 
 
 def replicated(replica: EmbeddedReplica, timeout: float = 15) -> None:
-    """Wait until the replica has applied everything the primary committed so far."""
+    """Wait until the replica has applied everything the primary committed so far.
+
+    The insert position, not pg_current_wal_lsn(): test clusters run with synchronous_commit=off,
+    so a commit record can still sit in the WAL buffers, past the write position."""
     with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_current_wal_lsn()::text")
+        cursor.execute("SELECT pg_current_wal_insert_lsn()::text")
         lsn = cursor.fetchone()[0]
     deadline = time.monotonic() + timeout
     while not replica.caught_up_with(lsn):
