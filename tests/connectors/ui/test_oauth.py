@@ -15,6 +15,7 @@ import html
 import logging
 import re
 import secrets
+import socket
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -511,3 +512,18 @@ def test_reconnecting_notion_with_the_configured_client_and_a_refused_code(
     assert client.get(callback)["Location"] == f"/connectors/{connector.pk}/"
     connector.refresh_from_db()
     assert connector.credentials == {"token": notion_oauth.access_token}
+
+
+def test_an_unreachable_token_endpoint_is_said_and_creates_nothing(
+    acme: dict[str, Any], stub_server: StubServer, google: FakeGoogle
+) -> None:
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    client = signed_in(acme["exec"])
+    form = gmail_form(stub_server, google, token_uri=f"http://127.0.0.1:{closed}/token")
+    done = client.get(consent(authorize_url(client.post("/connectors/new/gmail/", form))))
+    assert done["Location"] == "/connectors/new/gmail/"
+    assert "token endpoint could not be reached" in page_messages(client, done)
+    assert not Connector.objects.exists()
+    assert AuditEvent.objects.get(action="connector.oauth_failed").details["reason"] == "provider_unreachable"
