@@ -80,6 +80,9 @@ class Action(StrEnum):
     CONNECTOR_RESUME = "connector.resume"
     CONNECTOR_DELETE = "connector.delete"
     CONNECTOR_CREDENTIALS_ROTATE = "connector.credentials_rotate"
+    # "Connect Google account" / "Connect Notion workspace": the provider granted access, or the sign-in failed
+    CONNECTOR_OAUTH_CONNECTED = "connector.oauth_connected"
+    CONNECTOR_OAUTH_FAILED = "connector.oauth_failed"
     CONNECTOR_ERROR = "connector.error"
     CONNECTOR_SYNC_START = "connector.sync_start"
     CONNECTOR_SYNC_FINISH = "connector.sync_finish"

@@ -79,6 +79,12 @@ class ConnectorForm(forms.Form):
     secret_fields: ClassVar[tuple[str, ...]] = ()
     # Secrets a new connector must be given (an edit may leave them empty to keep the stored ones).
     required_secrets: ClassVar[tuple[str, ...]] = ()
+    # "google" / "notion": the kind can also be connected through the provider's OAuth consent
+    # (connectors/services/oauth.py), whose button posts the form with oauth=1.
+    oauth_provider: ClassVar[str | None] = None
+    oauth_label: ClassVar[str] = ""
+    # The form fields holding the OAuth client typed in (empty: the client configured for this Cortex).
+    oauth_client_fields: ClassVar[tuple[str, str]] = ("client_id", "client_secret")
 
     name = forms.CharField(max_length=150, help_text="How the connector appears on cards and in the audit log.")
     scope = forms.ChoiceField(
@@ -90,9 +96,11 @@ class ConnectorForm(forms.Form):
     first_run_days = forms.IntegerField(label="First run reaches back (days)", required=False, min_value=1, max_value=3650)
     interval_minutes = forms.IntegerField(label="Run every (minutes)", required=False, min_value=1, max_value=7 * 24 * 60)
 
-    def __init__(self, *args: Any, principal: Principal, editing: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, principal: Principal, editing: bool = False, connecting: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.editing = editing
+        # Connecting through OAuth: the provider supplies the token, so no secret is required here.
+        self.connecting = connecting
         default_scope = ("", "By the organization’s source rule (else public-docs)")
         set_choices(self, "scope", [default_scope, *[(s.slug, s.slug) for s in principal.writable_scopes()]])
         set_choices(self, "clearance_min", clearance_choices(principal))
@@ -127,7 +135,7 @@ class ConnectorForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        if not self.editing:
+        if not self.editing and not self.connecting:
             for name in self.required_secrets:
                 if not cleaned.get(name):
                     self.add_error(name, "Required to connect.")
@@ -136,7 +144,7 @@ class ConnectorForm(forms.Form):
     # -- how the template groups the fields -------------------------------------------------------------
 
     COMMON = ("name", "scope", "clearance_min", "per_run_cap", "first_run_days", "interval_minutes", "api_url")
-    SECRETS_GROUP = ("credentials_json", "token_uri")
+    SECRETS_GROUP = ("credentials_json", "token_uri", "oauth_client_id", "oauth_client_secret")
 
     def source_group(self) -> list[forms.BoundField]:
         """What to sync: the kind's own non-secret fields."""
@@ -159,6 +167,25 @@ class ConnectorForm(forms.Form):
         """The secrets typed in; on edit only the ones given (the rest are kept)."""
         return {name: self.cleaned_data[name] for name in self.secret_fields if self.cleaned_data.get(name)}
 
+    def oauth_client(self) -> tuple[str, str]:
+        """The OAuth client id and secret typed in for "Connect …" (empty: the configured one)."""
+        id_field, secret_field = self.oauth_client_fields
+        return str(self.cleaned_data.get(id_field) or ""), str(self.cleaned_data.get(secret_field) or "")
+
+    def oauth_help(self) -> str:
+        """What the Connect button does, and whose OAuth client it uses."""
+        from connectors.services.oauth import PROVIDER_LABELS, client_from_environment
+
+        if not self.oauth_provider:
+            return ""
+        label = PROVIDER_LABELS[self.oauth_provider]
+        client = (
+            "with the OAuth client configured for this Cortex, unless you type one above"
+            if client_from_environment(self.oauth_provider)
+            else "with the OAuth client id and secret typed above"
+        )
+        return f"Or sign in at {label} {client}: Cortex keeps the token it grants, encrypted."
+
     def settings(self) -> dict[str, Any]:
         """The connector's own fields (name, scope, clearance, schedule)."""
         data = self.cleaned_data
@@ -173,6 +200,10 @@ class ConnectorForm(forms.Form):
         if data.get("interval_minutes"):
             values["interval_minutes"] = data["interval_minutes"]
         return values
+
+    def draft(self) -> dict[str, Any]:
+        """A new connector's settings when it connects through OAuth: created once the provider answers."""
+        return {"config": self.config(), **self.settings()}
 
     @classmethod
     def initial_for(cls, connector: Any, clearance: str) -> dict[str, Any]:
@@ -328,6 +359,8 @@ class GoogleForm(ConnectorForm):
     """Gmail and Drive: OAuth user credentials (client id/secret and a refresh token), typed or pasted as JSON."""
 
     secret_fields = ("client_id", "client_secret", "refresh_token")
+    oauth_provider = "google"
+    oauth_label = "Connect Google account"
 
     credentials_json = forms.CharField(
         label="Credentials JSON",
@@ -338,7 +371,9 @@ class GoogleForm(ConnectorForm):
     )
     client_id = forms.CharField(label="OAuth client id", max_length=500, help_text="")
     client_secret = forms.CharField(label="OAuth client secret", max_length=500, help_text="")
-    refresh_token = forms.CharField(label="Refresh token", max_length=2000, help_text="")
+    refresh_token = forms.CharField(
+        label="Refresh token", max_length=2000, help_text="Not needed when you connect the Google account below."
+    )
     token_uri = forms.URLField(
         label="Token endpoint",
         required=False,
@@ -348,7 +383,8 @@ class GoogleForm(ConnectorForm):
     )
 
     def clean(self) -> dict[str, Any]:
-        pasted = (self.data.get(self.add_prefix("credentials_json")) or "").strip()
+        # Connecting through OAuth ignores pasted JSON: the consent supplies the refresh token.
+        pasted = "" if self.connecting else (self.data.get(self.add_prefix("credentials_json")) or "").strip()
         cleaned = super().clean() if not pasted else forms.Form.clean(self) or {}
         if pasted:
             try:
@@ -432,8 +468,20 @@ class NotionForm(ConnectorForm):
     kind = "notion"
     secret_fields = ("token",)
     required_secrets = ("token",)
+    oauth_provider = "notion"
+    oauth_label = "Connect Notion workspace"
+    oauth_client_fields = ("oauth_client_id", "oauth_client_secret")
 
     token = forms.CharField(label="Integration token", max_length=500, help_text="ntn_… or secret_… of an internal integration.")
+    oauth_client_id = forms.CharField(
+        label="Public integration: OAuth client id",
+        required=False,
+        max_length=500,
+        help_text="Only to connect through a public integration's OAuth instead of the token above.",
+    )
+    oauth_client_secret = forms.CharField(
+        label="Public integration: OAuth client secret", required=False, max_length=500, widget=SecretInput(), help_text=""
+    )
     databases = forms.CharField(
         required=False,
         widget=forms.Textarea(attrs={"rows": 2, "class": "input-mono"}),

@@ -8,6 +8,7 @@ one, is the same 404. Views stay thin: a selector to read, one service call to c
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
 from django.contrib import messages
@@ -22,13 +23,15 @@ from connectors.forms import FORMS, ConnectorForm, attach_error
 from connectors.models import Connector
 from connectors.page_reads import recent_runs
 from connectors.services import connectors as services
-from connectors.services import cron
+from connectors.services import cron, oauth
 from connectors.services import sync as sync_services
 from cortex_site.errors import Conflict, CortexError, PermissionDenied
 from memories.access import Principal, clearance_name
 from memories.views.common import principal_view
 
 RUNS_ON_DETAIL = 25
+# A per-session secret an OAuth sign-in is bound to: a state from another browser session never completes.
+OAUTH_BINDING_SESSION_KEY = "connectors_oauth_binding"
 
 
 def _admin_only(principal: Principal) -> None:
@@ -134,13 +137,63 @@ def _detail(
     return response
 
 
+def _oauth_binding(request: HttpRequest) -> str:
+    binding = request.session.get(OAUTH_BINDING_SESSION_KEY)
+    if not isinstance(binding, str) or not binding:
+        binding = secrets.token_urlsafe(32)
+        request.session[OAUTH_BINDING_SESSION_KEY] = binding
+    return binding
+
+
+def _oauth_callback_uri(request: HttpRequest, provider: str) -> str:
+    """Where the provider sends the browser back: built from the address this request came to
+    (register exactly this with the OAuth client: README "Connecting Google and Notion with OAuth")."""
+    return request.build_absolute_uri(f"/connectors/oauth/{provider}/callback/")
+
+
+def _oauth_start(
+    request: HttpRequest, principal: Principal, form: ConnectorForm, *, kind: str, connector: Connector | None
+) -> HttpResponse | None:
+    """Start the consent from a valid form; the page that sends the browser on, or None (the error is on the form)."""
+    provider = form.oauth_provider or ""
+    client_id, client_secret = form.oauth_client()
+    config = form.config()
+    try:
+        started = oauth.oauth_start(
+            principal=principal,
+            kind=kind,
+            binding=_oauth_binding(request),
+            redirect_uri=_oauth_callback_uri(request, provider),
+            connector_id=connector.pk if connector is not None else None,
+            draft=form.draft() if connector is None else None,
+            client_id=client_id,
+            client_secret=client_secret,
+            token_uri=str(form.cleaned_data.get("token_uri") or ""),
+            api_url=str(config.get("api_url") or ""),
+        )
+    except CortexError as exc:
+        attach_error(form, exc)
+        return None
+    # A page that moves on by itself rather than a redirect: the Content-Security-Policy's
+    # form-action 'self' would block a form post redirected to the provider.
+    label = oauth.PROVIDER_LABELS[started.provider]
+    response = render(request, "connectors/oauth_redirect.html", {"authorize_url": started.authorize_url, "label": label})
+    response["Cache-Control"] = "no-store"
+    return response
+
+
 @principal_view
 @require_http_methods(["GET", "POST"])
 def connector_new(request: HttpRequest, principal: Principal, kind: str) -> HttpResponse:
     _admin_only(principal)
     form_class = _form_class(kind)
-    form = form_class(request.POST or None, principal=principal)
-    if request.method == "POST" and form.is_valid():
+    connecting = request.method == "POST" and request.POST.get("oauth") == "1" and form_class.oauth_provider is not None
+    form = form_class(request.POST or None, principal=principal, connecting=connecting)
+    if connecting and form.is_valid():
+        to_provider = _oauth_start(request, principal, form, kind=kind, connector=None)
+        if to_provider is not None:
+            return to_provider
+    elif request.method == "POST" and form.is_valid():
         try:
             created = services.connector_create(
                 principal=principal, kind=kind, config=form.config(), credentials=form.credentials(), **form.settings()
@@ -183,6 +236,56 @@ def connector_edit(request: HttpRequest, principal: Principal, connector_id: str
             messages.success(request, "Settings saved.")
             return redirect(f"/connectors/{connector.pk}/")
     return _detail(request, principal, connector, status=400, form=form)
+
+
+@principal_view
+@require_POST
+def connector_oauth(request: HttpRequest, principal: Principal, connector_id: str) -> HttpResponse:
+    """ "Connect Google account" / "Connect Notion workspace" on an existing connector's settings form.
+
+    Only the OAuth client fields (and Google's token endpoint) of the posted form are used; the
+    other settings are saved with "Save settings".
+    """
+    connector = selectors.access_connector(principal, connector_id)
+    _admin_only(principal)
+    form_class = _form_class(connector.kind)
+    if form_class.oauth_provider is None:
+        raise Http404("This connector does not connect through OAuth")
+    form = form_class(request.POST, principal=principal, editing=True, connecting=True)
+    if form.is_valid():
+        to_provider = _oauth_start(request, principal, form, kind=connector.kind, connector=connector)
+        if to_provider is not None:
+            return to_provider
+    return _detail(request, principal, connector, status=400, form=form)
+
+
+@principal_view
+@require_GET
+def connector_oauth_callback(request: HttpRequest, principal: Principal, provider: str) -> HttpResponse:
+    """Where Google or Notion sends the admin back: the token is stored, or the page says why not."""
+    if provider not in oauth.PROVIDER_LABELS:
+        raise Http404("No such provider")
+    try:
+        done = oauth.oauth_complete(
+            principal=principal,
+            provider=provider,
+            binding=str(request.session.get(OAUTH_BINDING_SESSION_KEY) or ""),
+            state=request.GET.get("state", ""),
+            code=request.GET.get("code", ""),
+            error=request.GET.get("error", ""),
+        )
+    except oauth.OAuthFailed as exc:
+        messages.error(request, exc.message)
+        if exc.connector_id:
+            return redirect(f"/connectors/{exc.connector_id}/")
+        return redirect(f"/connectors/new/{exc.kind}/" if exc.kind in FORMS else "/connectors/")
+    label = oauth.PROVIDER_LABELS[done.provider]
+    name = done.connector.name
+    if done.created:
+        messages.success(request, f"{name} is connected to {label}. Test the connection; the first run starts on schedule.")
+    else:
+        messages.success(request, f"{label} access for {name} is renewed; the next run uses it.")
+    return redirect(f"/connectors/{done.connector.pk}/")
 
 
 @principal_view

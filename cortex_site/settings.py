@@ -81,6 +81,17 @@ CORTEX_CONNECTOR_HTTP_TIMEOUT = env_float("CORTEX_CONNECTOR_HTTP_TIMEOUT", 20.0,
 # Notion allows an integration about three requests a second; every Notion connector sharing a token
 # paces itself to this through the cache (0 turns pacing off, for tests against the loopback stub).
 CORTEX_NOTION_REQUESTS_PER_SECOND = env_int("CORTEX_NOTION_REQUESTS_PER_SECOND", 3, minimum=0)
+# "Connect Google account" / "Connect Notion workspace" (connectors/services/oauth.py): the OAuth
+# client every organization may use (an admin can also type a client of their own into the form),
+# and where the provider's endpoints are — overridable for a proxy, and for tests against a stub.
+CORTEX_GOOGLE_OAUTH_CLIENT_ID = env_str("CORTEX_GOOGLE_OAUTH_CLIENT_ID", "")
+CORTEX_GOOGLE_OAUTH_CLIENT_SECRET = env_str("CORTEX_GOOGLE_OAUTH_CLIENT_SECRET", "")
+CORTEX_GOOGLE_OAUTH_AUTH_URI = env_str("CORTEX_GOOGLE_OAUTH_AUTH_URI", "https://accounts.google.com/o/oauth2/v2/auth")
+CORTEX_GOOGLE_OAUTH_TOKEN_URI = env_str("CORTEX_GOOGLE_OAUTH_TOKEN_URI", "https://oauth2.googleapis.com/token")
+CORTEX_NOTION_OAUTH_CLIENT_ID = env_str("CORTEX_NOTION_OAUTH_CLIENT_ID", "")
+CORTEX_NOTION_OAUTH_CLIENT_SECRET = env_str("CORTEX_NOTION_OAUTH_CLIENT_SECRET", "")
+# How long an admin has to finish the provider's consent screen before the sign-in must start again.
+CORTEX_OAUTH_STATE_SECONDS = env_int("CORTEX_OAUTH_STATE_SECONDS", 600, minimum=60)
 
 
 def _cron_secrets() -> dict[str, str]:
