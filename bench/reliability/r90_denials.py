@@ -125,8 +125,8 @@ def describe(result: dict[str, Any]) -> str:
             f"| missing id p50 / p95 / p99 ms | {m['p50']} / {m['p95']} / {m['p99']} |",
             f"| owner's chain verifies / prober's chain verifies | {result['owner_chain_ok']} / {result['prober_chain_ok']} |",
             "",
-            "The first probe of each target writes its event (and pays for the owner lookup and the audit row); the",
-            "rest within the minute are answered from the cache's bound, like a missing id.",
+            "Every probe of a hidden id costs one more lookup (the owner and the rule); only the first per target",
+            "within the minute also writes the audit row, the rest stop at the cache's bound.",
         ]
     )
 
