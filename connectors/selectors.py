@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from connectors.models import Checkpoint, Connector, Delivery, SyncRun
 from cortex_site.errors import NotFound
-from memories.access import Principal
+from memories.access import Principal, hidden
 
 NOT_FOUND_MESSAGE = "No such connector."
 
@@ -47,7 +47,8 @@ def access_connector(principal: Principal, connector_id: Any, *, for_update: boo
         queryset = queryset.select_for_update(of=("self",))
     connector = queryset.first()
     if connector is None:
-        raise NotFound(NOT_FOUND_MESSAGE)
+        foreign = Connector.objects.filter(pk=pk).only("id", "organization_id").first()
+        raise NotFound(NOT_FOUND_MESSAGE, denial=hidden(principal, "connector", foreign, None))
     return connector
 
 
@@ -63,9 +64,9 @@ def run_history(principal: Principal, connector_id: Any) -> QuerySet[SyncRun]:
 
 def run_for(principal: Principal, run_id: Any) -> SyncRun:
     pk = _as_uuid(run_id)
-    run = None if pk is None else SyncRun.objects.filter(organization_id=principal.organization_id, pk=pk).first()
-    if run is None:
-        raise NotFound("No such run.")
+    run = None if pk is None else SyncRun.objects.filter(pk=pk).first()
+    if run is None or run.organization_id != principal.organization_id:
+        raise NotFound("No such run.", denial=hidden(principal, "sync_run", run, None))
     return run
 
 

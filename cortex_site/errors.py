@@ -6,6 +6,7 @@ shape. REST renders the envelope `{"error_code", "message", "request_id", "detai
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -42,12 +43,39 @@ class PermissionDenied(CortexError):
     default_message = "You are not allowed to do this."
 
 
+@dataclass(frozen=True)
+class Denial:
+    """Why an object that exists was answered as not found: the organization that owns it, what it
+    is, and the access rule that hid it (`memories.access.DenialRule`). Never shown to the caller:
+    the interfaces hand it to `memories.services.denials`, which records it in the owner's log."""
+
+    organization_id: int
+    target_type: str
+    target_id: str
+    rule: str
+
+
 class NotFound(CortexError):
-    """Missing and forbidden look the same from outside: both are NotFound."""
+    """Missing and forbidden look the same from outside: both are NotFound.
+
+    A selector that found the object but may not show it attaches `denial` (the owner and the rule);
+    a missing id has none. The caller's answer is the same either way.
+    """
 
     status = 404
     error_code = "NOT_FOUND"
     default_message = "Not found."
+
+    def __init__(
+        self,
+        message: str | None = None,
+        *,
+        error_code: str | None = None,
+        details: dict[str, Any] | None = None,
+        denial: Denial | None = None,
+    ) -> None:
+        super().__init__(message, error_code=error_code, details=details)
+        self.denial = denial
 
 
 class Conflict(CortexError):

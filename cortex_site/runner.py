@@ -325,6 +325,9 @@ def _one_machine_defaults(home: Path, *, dev: bool) -> None:
     if dev:
         os.environ["DEBUG"] = "1"
     os.environ.setdefault("DEBUG", "0")
+    # Mail (invitations, password resets, the daily digest) is printed to this terminal unless the
+    # operator configured a backend: one machine has no mail server to hand it to.
+    os.environ.setdefault("EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
     host = os.environ.get("HOST", "127.0.0.1")
     if not os.environ.get("CORTEX_BASE_URL"):
         # Links, MCP and OAuth addresses name where this server really listens (PORT may not be 8000).

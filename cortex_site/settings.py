@@ -11,6 +11,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
@@ -265,6 +266,10 @@ CELERY_TASK_ROUTES = {
     "connectors.*": {"queue": "connectors"},
     "memories.after_memory_write": {"queue": "conflicts"},
 }
+# The hour (0-23, TIME_ZONE) beat sends the daily digest e-mails.
+CORTEX_DIGEST_HOUR = env_int("CORTEX_DIGEST_HOUR", 7, minimum=0)
+if CORTEX_DIGEST_HOUR > 23:
+    raise ImproperlyConfigured("CORTEX_DIGEST_HOUR must be an hour from 0 to 23.")
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {
     "purge-finished-jobs": {"task": "memories.purge_finished_jobs", "schedule": 3600.0},
@@ -273,6 +278,11 @@ CELERY_BEAT_SCHEDULE = {
     "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
     "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
     "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
+    # The opt-in daily digest e-mail, once a day at CORTEX_DIGEST_HOUR (TIME_ZONE, UTC).
+    "daily-digest": {
+        "task": "memories.send_daily_digests",
+        "schedule": crontab(minute=0, hour=CORTEX_DIGEST_HOUR),
+    },
     # Memories whose post-write work (conflicts, entities) was never enqueued or never finished.
     "sweep-post-write": {
         "task": "memories.sweep_post_write",
@@ -282,6 +292,8 @@ CELERY_BEAT_SCHEDULE = {
 # The sweep takes memories still pending this long after their last change, this many per run.
 CORTEX_POST_WRITE_GRACE_SECONDS = env_int("CORTEX_POST_WRITE_GRACE_SECONDS", 300, minimum=0)
 CORTEX_POST_WRITE_SWEEP_BATCH = env_int("CORTEX_POST_WRITE_SWEEP_BATCH", 500, minimum=1)
+# Members handled per task of the daily digest (a full batch enqueues the next).
+CORTEX_DIGEST_BATCH = env_int("CORTEX_DIGEST_BATCH", 200, minimum=1)
 # A (non-urgent) redaction keeps the removed words this many days so an admin can restore it.
 CORTEX_REDACTION_HOLD_DAYS = env_int("CORTEX_REDACTION_HOLD_DAYS", 7, minimum=0)
 # Finished jobs (with the transcripts people sent for decision extraction) are kept this long.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
+from enum import StrEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +33,24 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import Actor
-from cortex_site.errors import PermissionDenied
+from cortex_site.errors import Denial, PermissionDenied
 from memories.models import ApiToken, ClearanceLevel, Membership, Organization, Scope, User
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
+
+
+class DenialRule(StrEnum):
+    """The rule that hid an existing object from a principal (its 404 is the same as a missing id's;
+    the rule goes only to the owner's audit log, see memories.services.denials)."""
+
+    ORGANIZATION = "organization"  # it belongs to another organization
+    SCOPE = "scope"  # its scope is neither all_members nor granted to the membership
+    # The membership reads the scope; the token was narrowed away from it.
+    TOKEN_NARROWING = "token_narrowing"  # noqa: S105 - a rule name, not a secret
+    CLEARANCE = "clearance"  # its clearance_min is above the principal's rung
+    PROPOSAL = "proposal"  # a proposed revision, read only by its proposer and those who may accept it
+    OWNER = "owner"  # a personal object (a job, a token, a redaction request) of someone else
 
 
 def parse_id(value: Any) -> uuid.UUID | None:
@@ -210,6 +224,29 @@ class Principal:
         moment = as_of or timezone.now()
         return memory.valid_until is None or memory.valid_until > moment
 
+    def scope_denial_rule(self, scope_id: int) -> DenialRule | None:
+        """Why this principal may not read a scope of its organization: the membership's rule, or
+        the token's narrowing; None when it may."""
+        if scope_id in self.readable_scope_ids:
+            return None
+        scope = self._scopes.get(scope_id)
+        if scope is not None and self._membership_reads(scope):
+            return DenialRule.TOKEN_NARROWING
+        return DenialRule.SCOPE
+
+    def memory_denial_rule(self, memory: Any) -> DenialRule | None:
+        """The rule `can_read_memory(memory, history=True)` refuses it by, in the order it checks
+        them; None when the principal may read it."""
+        if memory.organization_id != self.organization_id:
+            return DenialRule.ORGANIZATION
+        if (rule := self.scope_denial_rule(memory.scope_id)) is not None:
+            return rule
+        if memory.clearance_rank > self.clearance_rank:
+            return DenialRule.CLEARANCE
+        if not self.can_read_memory(memory, history=True):
+            return DenialRule.PROPOSAL
+        return None
+
     def _may_see_proposal(self, memory: Any) -> bool:
         """A proposed revision is read by its proposer and by those who may accept it (authority
         over the memory it would replace, which `supersedes` names until it is decided)."""
@@ -328,6 +365,25 @@ class CliPrincipal(Principal):
     @property
     def actor(self) -> Actor:
         return Actor(kind=AuditEvent.ActorKind.CLI, label=f"{self.user.email} (cli)", user_id=self.user.pk)
+
+
+def hidden(principal: Principal | Operator, target_type: str, target: Any, rule: DenialRule | None) -> Denial | None:
+    """The Denial a `*_for` selector attaches to its NotFound for an object that exists (`target`,
+    with `organization_id` and `pk`): the rule that hid it — always `organization` when it belongs
+    to another organization than the principal's, whatever `rule` says."""
+    if target is None:
+        return None
+    if target.organization_id != principal.organization_id:
+        rule = DenialRule.ORGANIZATION
+    if rule is None:
+        return None
+    return Denial(organization_id=target.organization_id, target_type=target_type, target_id=str(target.pk), rule=rule)
+
+
+def memory_denial(principal: Principal | Operator, memory: Any) -> Denial | None:
+    """The Denial for a memory the principal may not read (the operator is refused only another organization's)."""
+    rule = principal.memory_denial_rule(memory) if isinstance(principal, Principal) else None
+    return hidden(principal, "memory", memory, rule)
 
 
 # Sources that connectors write (memories.source, compared lower-case).

@@ -101,3 +101,19 @@ def finalise_redaction_holds(batch_size: int = 200) -> int:
     if more:
         transaction.on_commit(lambda: finalise_redaction_holds.delay(batch_size))
     return finalised
+
+
+@shared_task(name="memories.send_daily_digests", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def send_daily_digests(after_id: int = 0, batch_size: int = 0) -> int:
+    """Send one bounded batch of today's digest e-mails (beat starts it once a day); when the batch
+    was full, the next one is a new task starting after its last member. Running it again the same
+    day sends nobody a second digest (memories.services.digest claims each member's day)."""
+    from django.conf import settings
+
+    from memories.services.digest import digests_send_due
+
+    size = batch_size or settings.CORTEX_DIGEST_BATCH
+    batch = digests_send_due(batch_size=size, after_id=after_id)
+    if batch.more:
+        transaction.on_commit(lambda: send_daily_digests.delay(batch.last_id, size))
+    return batch.sent

@@ -10,7 +10,8 @@ queries memories itself.
 Errors are tool errors (`isError`), never protocol errors or 500s: a CortexError keeps its
 `error_code` and `message`; an unknown tool, an unknown or malformed argument and a crash get
 codes of their own. Every tool call is audited once as `mcp.call` (tool, outcome, error code)
-besides what the services audit; the HTTP request's request id ties them together.
+besides what the services audit; the HTTP request's request id ties them together. A NotFound
+that hid an existing object is also recorded in its owner's log (memories.services.denials).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from audit.context import current_request_id
 from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
-from cortex_site.errors import CortexError, NotAuthenticated, PermissionDenied, RateLimited, ValidationFailed
+from cortex_site.errors import CortexError, NotAuthenticated, NotFound, PermissionDenied, RateLimited, ValidationFailed
 from memories.access import Principal, clearance_name, clearance_names
 from memories.interchange.inputs import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
 from memories.interchange.representation import citation, cite_text, iso, present_memory, redaction
@@ -53,6 +54,7 @@ from memories.selectors.entities import entity_memories, entity_named
 from memories.selectors.memories import MemoryFilters, memory_for_history, memory_list, memory_timeline, supersession_chain
 from memories.selectors.recall import MAX_LIMIT, recall
 from memories.services import memories as services
+from memories.services.denials import denial_record
 from memories.services.read_events import memory_list_audit, memory_read_audit
 from memories.services.redactions import redaction_request_create
 
@@ -150,6 +152,9 @@ def run_tool(tool: str, access: AccessToken | None, work: Callable[[Principal], 
     except CortexError as exc:
         organization, actor = (principal.organization_id, principal.actor) if principal else actor_for(access)
         _audit_call(tool, organization, actor, _outcome(exc), error_code=exc.error_code)
+        if principal is not None and isinstance(exc, NotFound):
+            # A hidden object's owner learns of the probe (memories.services.denials); 403s are in mcp.call.
+            denial_record(exc, principal=principal, via="mcp", path=f"tool:{tool[:100]}")
         return tool_error(exc.error_code, exc.message, exc.details)
     _audit_call(
         tool,

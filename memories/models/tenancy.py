@@ -141,6 +141,10 @@ class Membership(models.Model):
     deactivated_at = models.DateTimeField(null=True, blank=True)
     # The Activity page was last opened here: newer items make the badge.
     activity_seen_at = models.DateTimeField(null=True, blank=True)
+    # The daily digest e-mail of Activity items is opt-in, per organization; `digest_sent_at` is the
+    # last day's claim (at most one digest a day, and only items newer than it and the last visit).
+    digest_email = models.BooleanField(default=False)
+    digest_sent_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal, parse_id
+from cortex_site.errors import Denial, NotFound, ValidationFailed
+from memories.access import Principal, hidden, parse_id
 from memories.models import Conflict, Memory
 
 STATUS_FILTERS = {"open", "resolved", "dismissed", "all"}
@@ -75,8 +75,18 @@ def conflict_for(principal: Principal, conflict_id: Any, *, for_update: bool = F
         conflicts = conflicts.select_for_update(of=("self",))
     conflict = conflicts.filter(pk=parsed).first()
     if conflict is None or not _both_readable(principal, conflict):
-        raise NotFound("Conflict not found.")
+        raise NotFound("Conflict not found.", denial=_hidden_conflict(principal, parsed))
     return conflict
+
+
+def _hidden_conflict(principal: Principal, conflict_id: Any) -> Denial | None:
+    """The owner and rule of a conflict the principal may not see: another organization's, or the
+    rule that hides the first of its memories the principal may not read."""
+    conflict = Conflict.objects.filter(pk=conflict_id).select_related("new_memory", "existing_memory").first()
+    if conflict is None:
+        return None
+    rules = (principal.memory_denial_rule(m) for m in (conflict.new_memory, conflict.existing_memory))
+    return hidden(principal, "conflict", conflict, next((r for r in rules if r is not None), None))
 
 
 def memory_conflicts(principal: Principal, memory: Memory) -> list[Conflict]:

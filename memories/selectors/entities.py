@@ -14,7 +14,7 @@ from django.db.models import Count, Q, QuerySet
 from django.db.models.functions import Lower
 
 from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal, parse_int_id
+from memories.access import Principal, hidden, parse_int_id
 from memories.models import Entity, Membership, Memory, Relation
 from memories.selectors.memories import visible_memories
 
@@ -44,7 +44,10 @@ def entity_for(principal: Principal, entity_id: object) -> Entity:
         raise NotFound("Entity not found.")
     entity = visible_entities(principal).filter(pk=parsed).first()
     if entity is None:
-        raise NotFound("Entity not found.")
+        # Only another organization's entity is a denial: in the principal's own, an entity no readable
+        # memory mentions does not exist for it (there is nothing of its own to hide).
+        foreign = Entity.objects.filter(pk=parsed).only("id", "organization_id").first()
+        raise NotFound("Entity not found.", denial=hidden(principal, "entity", foreign, None))
     return entity
 
 

@@ -13,8 +13,8 @@ from typing import Any
 from django.db.models import Q, QuerySet
 from django.utils import timezone
 
-from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Operator, Principal, parse_id
+from cortex_site.errors import Denial, NotFound, ValidationFailed
+from memories.access import Operator, Principal, memory_denial, parse_id
 from memories.models import Membership, Memory, Organization, RedactionHold
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
@@ -124,8 +124,16 @@ def memory_for_history(principal: Principal, memory_id: Any, *, for_update: bool
         memories = memories.select_for_update(of=("self",))
     memory = memories.filter(pk=parsed).first()
     if memory is None or not principal.can_read_memory(memory, history=True):
-        raise NotFound("Memory not found.")
+        raise NotFound("Memory not found.", denial=hidden_memory_denial(principal, parsed))
     return memory
+
+
+def hidden_memory_denial(principal: Principal | Operator, memory_id: Any) -> Denial | None:
+    """Why a memory id the principal may not open was refused, if the memory exists (for the owner's
+    audit log; the caller's 404 is the same either way). Looked up across organizations on purpose:
+    a probe of another organization's memory is recorded there."""
+    memory = Memory.objects.filter(pk=memory_id).select_related("supersedes").first()
+    return memory_denial(principal, memory) if memory is not None else None
 
 
 def supersession_chain(principal: Principal, memory: Memory, *, limit: int = 50) -> list[Memory]:

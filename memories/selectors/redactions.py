@@ -11,8 +11,8 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from cortex_site.errors import NotFound, ValidationFailed
-from memories.access import Principal, parse_id
+from cortex_site.errors import Denial, NotFound, ValidationFailed
+from memories.access import DenialRule, Principal, hidden, parse_id
 from memories.models import RedactionRequest
 from memories.selectors.memories import readable_base
 
@@ -54,5 +54,14 @@ def redaction_request_for(principal: Principal, request_id: Any, *, for_update: 
         requests = requests.select_for_update(of=("self",))
     request = requests.filter(pk=parsed).first()
     if request is None or not _visible(principal, request):
-        raise NotFound("Redaction request not found.")
+        raise NotFound("Redaction request not found.", denial=_hidden_request(principal, parsed))
     return request
+
+
+def _hidden_request(principal: Principal, request_id: Any) -> Denial | None:
+    """Another organization's request; one whose memory the principal may not read (that memory's
+    rule); or one it neither made nor may decide (someone else's)."""
+    request = RedactionRequest.objects.filter(pk=request_id).select_related("memory__supersedes").first()
+    if request is None:
+        return None
+    return hidden(principal, "redaction_request", request, principal.memory_denial_rule(request.memory) or DenialRule.OWNER)

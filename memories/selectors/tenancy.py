@@ -12,8 +12,8 @@ from typing import Any
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from cortex_site.errors import NotFound
-from memories.access import Principal, parse_id, parse_int_id
+from cortex_site.errors import Denial, NotFound
+from memories.access import DenialRule, Principal, hidden, parse_id, parse_int_id
 from memories.models import ApiToken, Invite, Membership, Scope, ScopeGrant
 
 
@@ -36,8 +36,17 @@ def token_for(principal: Principal, token_id: Any) -> ApiToken:
         .first()
     )
     if token is None:
-        raise NotFound("Token not found.")
+        raise NotFound("Token not found.", denial=_hidden_token(principal, parsed))
     return token
+
+
+def _hidden_token(principal: Principal, token_id: Any) -> Denial | None:
+    """A token belongs to a membership: its organization owns it; in the principal's own, it is someone else's."""
+    owner = ApiToken.objects.filter(pk=token_id).values_list("membership__organization_id", flat=True).first()
+    if owner is None:
+        return None
+    rule = DenialRule.OWNER if owner == principal.organization_id else DenialRule.ORGANIZATION
+    return Denial(organization_id=owner, target_type="token", target_id=str(token_id), rule=rule)
 
 
 def organization_members(principal: Principal) -> QuerySet[Membership]:
@@ -58,7 +67,8 @@ def member_for(principal: Principal, membership_id: Any) -> Membership:
         Membership.objects.select_related("user", "organization").filter(organization_id=principal.organization_id, pk=pk).first()
     )
     if membership is None:
-        raise NotFound("Member not found.")
+        foreign = Membership.objects.filter(pk=pk).only("id", "organization_id").first()
+        raise NotFound("Member not found.", denial=hidden(principal, "member", foreign, None))
     return membership
 
 
@@ -99,5 +109,6 @@ def invite_for(principal: Principal, invite_id: Any) -> Invite:
         raise NotFound("Invitation not found.")
     invite = Invite.objects.select_related("organization").filter(organization_id=principal.organization_id, pk=parsed).first()
     if invite is None:
-        raise NotFound("Invitation not found.")
+        foreign = Invite.objects.filter(pk=parsed).only("id", "organization_id").first()
+        raise NotFound("Invitation not found.", denial=hidden(principal, "invite", foreign, None))
     return invite

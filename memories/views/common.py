@@ -37,7 +37,8 @@ def principal_view(view: PrincipalView) -> Callable[..., HttpResponseBase]:
     """Sign-in required; the view receives the session's Principal after the request.
 
     A signed-in user without an organization gets the "not in an organization yet" page. A
-    NotFound or PermissionDenied a view lets through becomes the shell's 404 or 403 page.
+    NotFound or PermissionDenied a view lets through becomes the shell's 404 or 403 page, and goes
+    to the audit log when it refused something (memories.services.denials).
     An htmx request whose session ended is sent to sign in as a whole page, not swapped into a fragment.
     """
 
@@ -55,7 +56,8 @@ def principal_view(view: PrincipalView) -> Callable[..., HttpResponseBase]:
         try:
             with denials_audited(principal, via="ui", path=request.path):
                 return view(request, principal, *args, **kwargs)
-        except NotFound:
+        except NotFound as exc:
+            denial_record(exc, principal=principal, via="ui", path=request.path)  # only when it hid something that exists
             raise Http404("Not found") from None
         except PermissionDenied as exc:
             denial_record(exc, principal=principal, via="ui", path=request.path)
@@ -68,7 +70,8 @@ def memory_or_404(principal: Principal, memory_id: Any) -> Memory:
     """A memory the principal may see (any status); missing, foreign and forbidden are one 404."""
     try:
         return memory_for_history(principal, memory_id)
-    except NotFound:
+    except NotFound as exc:
+        denial_record(exc)  # called inside principal_view, which bound the principal
         raise Http404("No such memory") from None
 
 

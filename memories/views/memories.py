@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.template import TemplateDoesNotExist
 from django.template.loader import get_template
@@ -19,7 +19,7 @@ from django_htmx.http import push_url
 from django_htmx.middleware import HtmxDetails
 
 from audit.selectors import can_see_readers, memory_readers
-from cortex_site.errors import CortexError, ServiceUnavailable
+from cortex_site.errors import CortexError, NotFound, ServiceUnavailable
 from memories.access import Principal, clearance_names
 from memories.forms import (
     COMMON_CATEGORIES,
@@ -33,7 +33,13 @@ from memories.forms import (
 )
 from memories.selectors.conflicts import memory_conflicts
 from memories.selectors.dashboard import memory_facets
-from memories.selectors.memories import author_suggestions, organization_holding, redaction_held_until, supersession_chain
+from memories.selectors.memories import (
+    author_suggestions,
+    memory_for_history,
+    organization_holding,
+    redaction_held_until,
+    supersession_chain,
+)
 from memories.services.memories import MemoryDraft, memory_create, memory_patch, memory_redact, memory_restore, memory_supersede
 from memories.services.read_events import memory_read_audit
 from memories.templatetags.cortex_ui import render_markdown
@@ -98,9 +104,10 @@ def author_options(request: HttpRequest, principal: Principal) -> HttpResponse:
 @require_GET
 def memory_detail(request: HttpRequest, principal: Principal, memory_id: str) -> HttpResponse:
     try:
-        memory = memory_or_404(principal, memory_id)
-    except Http404:
-        # A link shared from another of the person's organizations: offer to switch, if they may read it there.
+        memory = memory_for_history(principal, memory_id)
+    except NotFound:
+        # A link shared from another of the person's organizations: offer to switch, if they may read it
+        # there (not a probe: nothing is audited). Otherwise principal_view audits the denial and answers 404.
         holder = organization_holding(principal, memory_id)
         if holder is None:
             raise

@@ -16,6 +16,7 @@ from memories.access import Principal
 from memories.forms import RedactionDecisionForm, RedactionRequestForm, attach_error
 from memories.models import RedactionRequest
 from memories.selectors.redactions import STATUS_FILTERS, redaction_requests
+from memories.services.denials import denial_record
 from memories.services.redactions import redaction_request_create, redaction_request_decide
 from memories.views.common import may_request_redaction, memory_or_404, principal_view
 
@@ -66,7 +67,8 @@ def redaction_decide(request: HttpRequest, principal: Principal, request_id: str
         decided = redaction_request_decide(
             principal=principal, request_id=request_id, decision=form.cleaned_data["decision"], note=form.cleaned_data["note"]
         )
-    except NotFound:
+    except NotFound as exc:
+        denial_record(exc, principal=principal, via="ui", path=request.path)
         raise Http404("No such redaction request") from None
     except PermissionDenied as exc:
         raise DjangoPermissionDenied(exc.message) from None

@@ -32,7 +32,7 @@ from memories.forms import (
     attach_error,
 )
 from memories.selectors import tenancy as reads
-from memories.services import accounts, import_export, tenancy
+from memories.services import accounts, digest, import_export, tenancy
 from memories.sessions import session_principal
 from memories.views.agent_config import hook_snippet, mcp_snippets, mcp_url, oauth_snippets
 from memories.views.common import principal_view
@@ -397,6 +397,19 @@ def password_change(request: HttpRequest, principal: Principal) -> HttpResponse:
         target_id=principal.user.pk,
     )
     messages.success(request, "Password changed. Your other sessions are signed out.")
+    return _back("account")
+
+
+@principal_view
+@require_POST
+def digest_preference(request: HttpRequest, principal: Principal) -> HttpResponse:
+    """The daily digest e-mail of Activity items, on or off (for this organization)."""
+    enabled = request.POST.get("digest_email") == "on"
+    digest.digest_preference_set(principal=principal, enabled=enabled)
+    if enabled:
+        messages.success(request, f"Daily digest on: once a day, new Activity items are e-mailed to {principal.user.email}.")
+    else:
+        messages.success(request, "Daily digest off.")
     return _back("account")
 
 

@@ -46,6 +46,7 @@ urlpatterns = [
     path("settings/scopes/<str:slug>/retire/", settings_pages.scope_retire, name="settings-scope-retire"),
     path("settings/export/", settings_pages.memories_export, name="settings-export"),
     path("settings/password/", settings_pages.password_change, name="settings-password"),
+    path("settings/digest/", settings_pages.digest_preference, name="settings-digest"),
     path("settings/sign-out-everywhere/", settings_pages.sign_out_everywhere, name="settings-sign-out-everywhere"),
     path("settings/members/<int:membership_id>/", settings_pages.member_update, name="settings-member-update"),
     path("settings/members/<int:membership_id>/remove/", settings_pages.member_remove, name="settings-member-remove"),
