@@ -68,6 +68,8 @@ def drive(args: argparse.Namespace) -> int:
             env["WEB_CONCURRENCY"] = str(args.web_concurrency)
         mode = "--profile-phase" if args.profile else "--phase"
         command = [sys.executable, str(Path(__file__).resolve()), mode, str(args.deliveries), str(args.concurrency)]
+        if not args.profile:
+            command.append(str(args.drain_timeout))
         result: dict[str, Any] = {}
         with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
             assert child.stdout is not None
@@ -90,8 +92,13 @@ def drive(args: argparse.Namespace) -> int:
         f"web processes: {result['web_processes']}\n"
         f"github webhook: {result['deliveries']} signed merged-PR deliveries, {result['concurrency']} at a time: "
         f"answer p50 {ms['p50']:.1f} ms, p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {result['statuses']}; "
-        f"burst sent in {result['burst_s']:.2f} s; worker turned all into memories {result['drain_s']:.1f} s after the burst "
-        f"began ({result['memories']} memories, {result['failed']} failed); load {result['loadavg']}\n"
+        f"burst sent in {result['burst_s']:.2f} s; "
+        + (
+            f"worker turned all into memories {result['drain_s']:.1f} s after the burst began"
+            if not result["undrained"]
+            else f"{result['undrained']} deliveries not yet processed {result['drain_s']:.1f} s after the burst began"
+        )
+        + f" ({result['memories']} memories, {result['failed']} failed); load {result['loadavg']}\n"
         f"during the burst: {result['during_burst']}"
     )
     return 0
@@ -193,7 +200,7 @@ class LockSampler(threading.Thread):
         }
 
 
-def phase(count: int, concurrency: int) -> dict[str, Any]:
+def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str, Any]:
     org, connector, bodies, stub = setup(count)
     import httpx
 
@@ -210,7 +217,7 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
         worker = subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}/api/webhooks/github/{connector.pk}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # several web processes import Django at once
         while True:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
@@ -244,10 +251,11 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
             outcomes = list(pool.map(send, bodies[10:]))
         burst = time.perf_counter() - started
         sampler.stop()
+        load_after_burst = loadavg()
         statuses: dict[str, int] = {}
         for _, status in outcomes:
             statuses[status] = statuses.get(status, 0) + 1
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + drain_timeout
         while Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).exists():
             if time.monotonic() > deadline:
                 break
@@ -262,9 +270,11 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
             "statuses": statuses,
             "burst_s": round(burst, 2),
             "drain_s": round(drain, 1),
+            "undrained": Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).count(),
             "memories": Memory.objects.filter(organization_id=org.pk, source="GitHub").count(),
             "failed": Delivery.objects.filter(connector=connector, status=Delivery.Status.FAILED).count(),
-            "loadavg": f"{before} → {loadavg()}",
+            "loadavg": f"{before} → {load_after_burst}",
+            "loadavg_after_drain": loadavg(),
             "during_burst": sampler.summary(),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         }
@@ -288,11 +298,14 @@ def main() -> int:
     parser.add_argument(
         "--profile", action="store_true", help="no server: time each part of an answer in-process (bench/webhook_profile.py)"
     )
-    parser.add_argument("--phase", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--drain-timeout", type=float, default=900, help="seconds to wait for the worker to process every delivery"
+    )
+    parser.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--profile-phase", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
-        print("RESULT " + json.dumps(phase(int(args.phase[0]), int(args.phase[1]))), flush=True)
+        print("RESULT " + json.dumps(phase(int(args.phase[0]), int(args.phase[1]), float(args.phase[2]))), flush=True)
         return 0
     if args.profile_phase:
         from webhook_profile import profile
