@@ -210,7 +210,7 @@ def _insert_once(delivery: Delivery) -> bool:
     fields = list(Delivery._meta.concrete_fields)
     values = [field.get_db_prep_save(field.pre_save(delivery, add=True), connection) for field in fields]
     quote = connection.ops.quote_name
-    table, columns = quote(Delivery._meta.db_table), ", ".join(quote(field.column) for field in fields)
+    table, columns = quote(Delivery._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
     conflict = "ON CONFLICT (connector_id, delivery_id, organization_id) DO NOTHING RETURNING 1"
     # The model's own table and column names; every value is a parameter.
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) {conflict}"  # noqa: S608
