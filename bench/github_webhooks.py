@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/github_webhooks.py                        # 500 deliveries, 20 in flight (starts embedded services)
     .venv/bin/python bench/github_webhooks.py --deliveries 500 --concurrency 20
+    .venv/bin/python bench/github_webhooks.py --web-concurrency 1               # one web process (default: one per CPU)
+    .venv/bin/python bench/github_webhooks.py --profile --deliveries 300        # no server: each part timed (webhook_profile.py)
 
 Cortex's web process (uvicorn, as `make run` starts it) and a Celery worker on the `connectors`
 queue; a burst of N `pull_request` closed-and-merged deliveries — the recorded payload
@@ -11,7 +13,8 @@ title each, a distinct X-GitHub-Delivery and a correct X-Hub-Signature-256 — p
 p50/p95/max as the client saw it (signature check, Delivery row, audit event, enqueue, answer;
 GitHub's limit is 10 s, the target p95 < 100 ms), and how long the worker took to turn every
 delivery into a memory, fetching each PR's changed files with PyGithub from a loopback stub
-(GitHub is outside this machine: its real latency is not in the drain figure).
+(GitHub is outside this machine: its real latency is not in the drain figure). While the burst
+runs, pg_stat_activity is sampled every 20 ms for sessions waiting on the audit-chain lock.
 """
 
 from __future__ import annotations
@@ -61,7 +64,12 @@ def drive(args: argparse.Namespace) -> int:
             no_proxy="127.0.0.1,localhost",
         )
         env["DATABASE_URL"] = database_url(env["DATABASE_URL"], "cortex_bench_github")
-        command = [sys.executable, str(Path(__file__).resolve()), "--phase", str(args.deliveries), str(args.concurrency)]
+        if args.web_concurrency is not None:
+            env["WEB_CONCURRENCY"] = str(args.web_concurrency)
+        mode = "--profile-phase" if args.profile else "--phase"
+        command = [sys.executable, str(Path(__file__).resolve()), mode, str(args.deliveries), str(args.concurrency)]
+        if not args.profile:
+            command.append(str(args.drain_timeout))
         result: dict[str, Any] = {}
         with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
             assert child.stdout is not None
@@ -73,37 +81,45 @@ def drive(args: argparse.Namespace) -> int:
         if child.returncode != 0:
             raise SystemExit(f"the benchmark phase failed (exit {child.returncode})")
     result["machine"] = machine()
-    output = Path(args.json or HOME / "results.json")
+    output = Path(args.json or HOME / ("profile.json" if args.profile else "results.json"))
     output.write_text(json.dumps(result, indent=2))
-    ms = result["answer_ms"]
     print(f"\nresults written to {output}")
+    if args.profile:
+        return 0
+    ms = result["answer_ms"]
     print(
         f"machine: {result['machine']}\n"
+        f"web processes: {result['web_processes']}\n"
         f"github webhook: {result['deliveries']} signed merged-PR deliveries, {result['concurrency']} at a time: "
         f"answer p50 {ms['p50']:.1f} ms, p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms; statuses {result['statuses']}; "
-        f"burst sent in {result['burst_s']:.2f} s; worker turned all into memories {result['drain_s']:.1f} s after the burst "
-        f"began ({result['memories']} memories, {result['failed']} failed); load {result['loadavg']}"
+        f"burst sent in {result['burst_s']:.2f} s; "
+        + (
+            f"worker turned all into memories {result['drain_s']:.1f} s after the burst began"
+            if not result["undrained"]
+            else f"{result['undrained']} deliveries not yet processed {result['drain_s']:.1f} s after the burst began"
+        )
+        + f" ({result['memories']} memories, {result['failed']} failed); load {result['loadavg']}\n"
+        f"during the burst: {result['during_burst']}"
     )
     return 0
 
 
-def phase(count: int, concurrency: int) -> dict[str, Any]:
+def setup(count: int) -> tuple[Any, Any, list[bytes], Any]:
+    """A fresh database with one organization and its GitHub connector (its API on a loopback stub),
+    and `count` + 10 signed-to-be merged-PR bodies: (organization, connector, bodies, stub)."""
     drop_database()
     ensure_database()
     import django
 
     django.setup()
-    import httpx
     from django.core.cache import cache
     from django.core.management import call_command
     from support.stub_server import StubResponse, StubServer
     from synthetic import memory
 
-    from connectors.models import Delivery
     from connectors.services.connectors import connector_create
-    from cortex_site.runner import web_command, worker_command
     from memories.access import Principal
-    from memories.models import Membership, Memory
+    from memories.models import Membership
     from memories.services import tenancy
 
     call_command("migrate", verbosity=0)
@@ -132,6 +148,65 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
             number=1000 + i, title=f"Bench change {i}", body=memory(20261201, i, allow_long=False).content[:600]
         )
         bodies.append(json.dumps(payload).encode())
+    return org, connector, bodies, stub
+
+
+def signed_headers(body: bytes) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "pull_request",
+        "X-GitHub-Delivery": str(uuid.uuid4()),
+        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+    }
+
+
+class LockSampler(threading.Thread):
+    """During the burst, every 20 ms: how many database sessions run a statement, and how many of
+    them wait for an advisory lock (the organization's audit-chain lock; answers and the worker's
+    writes both take it)."""
+
+    QUERY = (
+        "SELECT count(*) FILTER (WHERE state = 'active'),"
+        " count(*) FILTER (WHERE wait_event_type = 'Lock' AND wait_event = 'advisory')"
+        " FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.samples: list[tuple[int, int]] = []
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        import psycopg
+
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.done.wait(0.02):
+                row = conn.execute(self.QUERY).fetchone()
+                if row is not None:
+                    self.samples.append((int(row[0]), int(row[1])))
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join(5)
+
+    def summary(self) -> dict[str, Any]:
+        n = len(self.samples) or 1
+        return {
+            "samples": len(self.samples),
+            "mean_active_sessions": round(sum(a for a, _ in self.samples) / n, 2),
+            "mean_waiting_for_audit_chain_lock": round(sum(w for _, w in self.samples) / n, 2),
+            "share_of_samples_with_a_lock_wait": round(sum(1 for _, w in self.samples if w) / n, 3),
+        }
+
+
+def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str, Any]:
+    org, connector, bodies, stub = setup(count)
+    import httpx
+
+    from connectors.models import Delivery
+    from cortex_site.runner import web_command, worker_command
+    from memories.models import Memory
 
     port = str(50000 + os.getpid() % 10000)
     os.environ.update(PORT=port, HOST="127.0.0.1", ALLOWED_HOSTS="127.0.0.1,localhost")
@@ -142,7 +217,7 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
         worker = subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
     try:
         url = f"http://127.0.0.1:{port}/api/webhooks/github/{connector.pk}"
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # several web processes import Django at once
         while True:
             try:
                 httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
@@ -157,12 +232,7 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
             client = getattr(local, "client", None)
             if client is None:
                 client = local.client = httpx.Client(timeout=30)
-            headers = {
-                "Content-Type": "application/json",
-                "X-GitHub-Event": "pull_request",
-                "X-GitHub-Delivery": str(uuid.uuid4()),
-                "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
-            }
+            headers = signed_headers(body)
             t0 = time.perf_counter()
             try:
                 status = str(client.post(url, content=body, headers=headers).status_code)
@@ -174,14 +244,18 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
         for body in bodies[:10]:  # warm-up: connections, first requests
             send(body)
         before = loadavg()
+        sampler = LockSampler(os.environ["DATABASE_URL"])
+        sampler.start()
         started = time.perf_counter()
         with ThreadPoolExecutor(max_workers=concurrency) as pool:
             outcomes = list(pool.map(send, bodies[10:]))
         burst = time.perf_counter() - started
+        sampler.stop()
+        load_after_burst = loadavg()
         statuses: dict[str, int] = {}
         for _, status in outcomes:
             statuses[status] = statuses.get(status, 0) + 1
-        deadline = time.monotonic() + 900
+        deadline = time.monotonic() + drain_timeout
         while Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).exists():
             if time.monotonic() > deadline:
                 break
@@ -191,13 +265,17 @@ def phase(count: int, concurrency: int) -> dict[str, Any]:
             "phase": "github_webhook",
             "deliveries": count,
             "concurrency": concurrency,
+            "web_processes": web_command()[web_command().index("--workers") + 1],
             "answer_ms": percentiles([ms for ms, _ in outcomes]),
             "statuses": statuses,
             "burst_s": round(burst, 2),
             "drain_s": round(drain, 1),
+            "undrained": Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).count(),
             "memories": Memory.objects.filter(organization_id=org.pk, source="GitHub").count(),
             "failed": Delivery.objects.filter(connector=connector, status=Delivery.Status.FAILED).count(),
-            "loadavg": f"{before} → {loadavg()}",
+            "loadavg": f"{before} → {load_after_burst}",
+            "loadavg_after_drain": loadavg(),
+            "during_burst": sampler.summary(),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         }
     finally:
@@ -216,10 +294,23 @@ def main() -> int:
     parser.add_argument("--deliveries", type=int, default=500, help="signed deliveries in the burst")
     parser.add_argument("--concurrency", type=int, default=20, help="deliveries in flight at once")
     parser.add_argument("--json", help="where to write results (default $CORTEX_BENCH_HOME/results.json)")
-    parser.add_argument("--phase", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--web-concurrency", type=int, help="web server processes (WEB_CONCURRENCY; default: as make run)")
+    parser.add_argument(
+        "--profile", action="store_true", help="no server: time each part of an answer in-process (bench/webhook_profile.py)"
+    )
+    parser.add_argument(
+        "--drain-timeout", type=float, default=900, help="seconds to wait for the worker to process every delivery"
+    )
+    parser.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)
+    parser.add_argument("--profile-phase", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.phase:
-        print("RESULT " + json.dumps(phase(int(args.phase[0]), int(args.phase[1]))), flush=True)
+        print("RESULT " + json.dumps(phase(int(args.phase[0]), int(args.phase[1]), float(args.phase[2]))), flush=True)
+        return 0
+    if args.profile_phase:
+        from webhook_profile import profile
+
+        print("RESULT " + json.dumps(profile(int(args.profile_phase[0]))), flush=True)
         return 0
     return drive(args)
 

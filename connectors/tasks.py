@@ -39,7 +39,12 @@ def sync_page(self: Any, run_id: str, page: int = 0, attempt: int = 0) -> str:
     return "done"
 
 
-@shared_task(bind=True, name="connectors.process_delivery", acks_late=True, soft_time_limit=120, time_limit=150)
+# No result: nobody waits for one (the Delivery row says what happened). With a result backend,
+# every enqueue would also subscribe the web process to the task's result channel — a Redis round
+# trip inside each webhook answer and a subscription left open per delivery.
+@shared_task(
+    bind=True, name="connectors.process_delivery", acks_late=True, soft_time_limit=120, time_limit=150, ignore_result=True
+)
 def process_delivery(self: Any, delivery_id: str, attempt: int = 0) -> str:
     try:
         outcome = delivery_process(delivery_id=delivery_id, attempt=attempt)
@@ -52,6 +57,19 @@ def process_delivery(self: Any, delivery_id: str, attempt: int = 0) -> str:
         process_delivery.apply_async(args=(delivery_id, attempt + 1), countdown=outcome.retry_after)
         return "retry"
     return "done"
+
+
+@shared_task(name="connectors.sweep_deliveries", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)
+def sweep_deliveries() -> int:
+    """Beat: enqueue the deliveries whose on-commit enqueue never reached the broker (Redis was
+    down when they were answered); bounded per run, so a long outage drains over a few runs."""
+    from django.conf import settings
+
+    from connectors.services.deliveries import delivery_sweep
+
+    return len(
+        delivery_sweep(batch_size=settings.CORTEX_DELIVERY_SWEEP_BATCH, grace_seconds=settings.CORTEX_DELIVERY_GRACE_SECONDS)
+    )
 
 
 @shared_task(name="connectors.dispatch_due", acks_late=True, soft_time_limit=50, time_limit=58)

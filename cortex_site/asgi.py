@@ -23,6 +23,20 @@ if TYPE_CHECKING:
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
 
 
+def _web_server_defaults() -> None:
+    """What a process that starts by serving this application wants unless told otherwise: a
+    database connection pool (see DB_POOL in cortex_site/settings.py — each request runs on its own
+    thread here, so plain connections would be opened anew for every request). A process whose
+    settings are already loaded (the test suite building an app of its own) is left as it is."""
+    from django.conf import settings
+
+    if not settings.configured:
+        os.environ.setdefault("DB_POOL", "1")
+
+
+_web_server_defaults()
+
+
 def create_application() -> BodyLimitASGI:
     """A fresh application (the SDK's session manager runs once per instance; tests build their own)."""
     django_app = get_asgi_application()  # sets Django up, so the MCP modules below can import models

@@ -147,10 +147,27 @@ def _child_env(extra: dict[str, str]) -> dict[str, str]:
     return env
 
 
+def web_concurrency() -> int:
+    """Web server processes: WEB_CONCURRENCY, else one per CPU this process may run on.
+
+    Django runs a request's sync code under the GIL, so one process uses at most about one core;
+    uvicorn's workers share the one port (the MCP endpoint is stateless, static files and sessions
+    live in files and PostgreSQL/Redis, so any process can answer any request)."""
+    value = os.environ.get("WEB_CONCURRENCY", "").strip()
+    if not value:
+        return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    try:
+        workers = int(value)
+    except ValueError:
+        workers = 0
+    if workers < 1:
+        raise EmbeddedServiceError(f"WEB_CONCURRENCY={value!r}: give the number of web server processes (1 or more).")
+    return workers
+
+
 def web_command(*, reload: bool = False) -> list[str]:
     host = os.environ.get("HOST", "127.0.0.1")
     port = os.environ.get("PORT", "8000")
-    workers = os.environ.get("WEB_CONCURRENCY", "1")
     if reload:
         # Only our code and templates: the embedded services write under .cortex all the time.
         watched = [
@@ -181,7 +198,7 @@ def web_command(*, reload: bool = False) -> list[str]:
         "--port",
         port,
         "--workers",
-        workers,
+        str(web_concurrency()),
         # Client addresses are taken from X-Forwarded-For by Cortex itself, and only from the proxies
         # in CORTEX_TRUSTED_PROXIES (audit.middleware); uvicorn's default would believe any loopback client.
         "--no-proxy-headers",
@@ -354,6 +371,7 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
     home = _home()
     home.mkdir(parents=True, exist_ok=True)
     _one_machine_defaults(home, dev=dev)
+    workers = 1 if dev else web_concurrency()  # a bad WEB_CONCURRENCY stops us before anything starts
     ensure_dev_connector_key(home)
     lock = RunLock(home)
     lock.acquire()
@@ -378,7 +396,11 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).
             if supervisor.wait_until_listening(host, int(port)):
-                mode = "development mode: DEBUG on, reloading on code changes; " if dev else ""
+                mode = (
+                    "development mode: DEBUG on, reloading on code changes; "
+                    if dev
+                    else f"{workers} web process{'es' if workers != 1 else ''}; "
+                )
                 _say(f"Cortex is up on http://{host}:{port}  ({mode}Ctrl-C stops everything)")
             code = supervisor.wait()
             _say("stopping web, worker, beat and the Slack socket receiver")

@@ -7,7 +7,9 @@ production (docker-compose) sets them explicitly. Everything else has a safe def
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, cast
 from urllib.parse import urlsplit
 
 import dj_database_url
@@ -192,7 +194,34 @@ if not _db.get("HOST") and "host" in _db.get("OPTIONS", {}):
 if TESTING:
     # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
     _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
-DATABASES = {"default": _db}
+
+# The web server (ASGI) runs each request's sync code on a thread of its own (asgiref's
+# ThreadSensitiveContext), so a persistent connection is never reused there: every request would
+# open and password-authenticate (SCRAM) a new connection, and PostgreSQL fork a new backend for it.
+# With DB_POOL the process keeps a psycopg pool instead, and a request borrows a connection from it
+# and gives it back when it ends. cortex_site/asgi.py turns it on for the web server; workers, beat
+# and the CLI run one long-lived thread each and keep their plain connections.
+DB_POOL = env_bool("DB_POOL", False)
+DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 2, minimum=0)
+DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
+# How long a request waits for a free connection before it fails (503, like a database that is down).
+DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+if DB_POOL_MAX_SIZE < DB_POOL_MIN_SIZE:
+    raise ImproperlyConfigured(f"DB_POOL_MAX_SIZE={DB_POOL_MAX_SIZE} must be at least DB_POOL_MIN_SIZE={DB_POOL_MIN_SIZE}")
+
+
+def pooled(database: Mapping[str, object]) -> dict[str, Any]:
+    """`database` drawing its connections from a pool when DB_POOL is on (Django's own psycopg pool;
+    CONN_HEALTH_CHECKS makes the pool check a connection before lending it)."""
+    if not DB_POOL:
+        return dict(database)
+    options = dict(cast("Mapping[str, object]", database.get("OPTIONS") or {}))
+    options["pool"] = {"min_size": DB_POOL_MIN_SIZE, "max_size": DB_POOL_MAX_SIZE, "timeout": DB_POOL_TIMEOUT}
+    # Django refuses a pool together with persistent connections: the pool is what persists.
+    return {**database, "CONN_MAX_AGE": 0, "OPTIONS": options}
+
+
+DATABASES = {"default": pooled(_db)}
 
 
 def replica_database(url: str) -> dict[str, object]:
@@ -204,7 +233,7 @@ def replica_database(url: str) -> dict[str, object]:
     replica.setdefault("OPTIONS", {}).setdefault("connect_timeout", env_int("DATABASE_REPLICA_CONNECT_TIMEOUT", 2, minimum=1))
     # Under test the replica is the test database's own replica, never a second test database.
     replica["TEST"] = {"MIRROR": "default"}
-    return dict(replica)
+    return pooled(dict(replica))
 
 
 _replica_url = env_str("DATABASE_REPLICA_URL")
@@ -288,7 +317,15 @@ CELERY_BEAT_SCHEDULE = {
         "task": "memories.sweep_post_write",
         "schedule": float(env_int("CORTEX_POST_WRITE_SWEEP_SECONDS", 120, minimum=5)),
     },
+    # Webhook deliveries stored while the broker was unreachable (answered, never enqueued).
+    "sweep-deliveries": {
+        "task": "connectors.sweep_deliveries",
+        "schedule": float(env_int("CORTEX_DELIVERY_SWEEP_SECONDS", 120, minimum=5)),
+    },
 }
+# The delivery sweep takes deliveries never attempted this long after they arrived, this many per run.
+CORTEX_DELIVERY_GRACE_SECONDS = env_int("CORTEX_DELIVERY_GRACE_SECONDS", 300, minimum=0)
+CORTEX_DELIVERY_SWEEP_BATCH = env_int("CORTEX_DELIVERY_SWEEP_BATCH", 500, minimum=1)
 # The sweep takes memories still pending this long after their last change, this many per run.
 CORTEX_POST_WRITE_GRACE_SECONDS = env_int("CORTEX_POST_WRITE_GRACE_SECONDS", 300, minimum=0)
 CORTEX_POST_WRITE_SWEEP_BATCH = env_int("CORTEX_POST_WRITE_SWEEP_BATCH", 500, minimum=1)

@@ -19,10 +19,13 @@ import logging
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerError
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from audit.models import AuditEvent
 from audit.services import Actor, record
@@ -159,19 +162,20 @@ def delivery_accept(
     ignored = parsed.ignored or paused
     reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
     with transaction.atomic():
-        delivery, created = Delivery.objects.get_or_create(
+        delivery = Delivery(
             connector=connector,
             delivery_id=parsed.delivery_id[:200],
-            defaults={
-                "organization_id": connector.organization_id,
-                "event": parsed.event[:100],
-                "status": Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
-                # An ignored delivery keeps what it was, not its content.
-                "payload": {} if ignored else parsed.payload,
-                "error": reason if ignored else "",
-                "processed_at": timezone.now() if ignored else None,
-            },
+            organization_id=connector.organization_id,
+            event=parsed.event[:100],
+            status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
+            # An ignored delivery keeps what it was, not its content.
+            payload={} if ignored else parsed.payload,
+            error=reason if ignored else "",
+            processed_at=timezone.now() if ignored else None,
         )
+        created = _insert_once(delivery)
+        if not created:
+            delivery = Delivery.objects.get(connector=connector, delivery_id=delivery.delivery_id)
         details: dict[str, Any] = {"kind": connector.kind, "event": parsed.event, "delivery_id": parsed.delivery_id}
         if via:
             details["via"] = via
@@ -195,10 +199,62 @@ def delivery_accept(
     return delivery, action, reason
 
 
-def _enqueue(delivery_id: Any) -> None:
+def _insert_once(delivery: Delivery) -> bool:
+    """Insert `delivery` unless its connector already has one with its delivery id; True when inserted.
+
+    One statement (INSERT ... ON CONFLICT DO NOTHING) where get_or_create takes four (SELECT,
+    SAVEPOINT, INSERT, RELEASE) — each a round trip inside every webhook answer. A concurrent
+    insert of the same id waits for the other transaction: it conflicts if that one commits and
+    inserts if it rolls back, so a delivery is stored exactly once either way.
+    """
+    fields = list(Delivery._meta.concrete_fields)
+    values = [field.get_db_prep_save(field.pre_save(delivery, add=True), connection) for field in fields]
+    quote = connection.ops.quote_name
+    table, columns = quote(Delivery._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
+    conflict = "ON CONFLICT (connector_id, delivery_id, organization_id) DO NOTHING RETURNING 1"
+    # The model's own table and column names; every value is a parameter.
+    sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) {conflict}"  # noqa: S608
+    with connection.cursor() as cursor:
+        cursor.execute(sql, values)
+        return cursor.fetchone() is not None
+
+
+def _enqueue(delivery_id: Any) -> bool:
+    """Hand a stored delivery to the worker (on commit); False when the broker is unreachable.
+
+    The delivery is already stored and its answer is a success either way: a source would retry a
+    failed answer with the same delivery id, which dedupe then answers without enqueuing anything.
+    A delivery left `received` is picked up again by `delivery_sweep` (beat) once Redis is back.
+    """
     from connectors.tasks import process_delivery
 
-    process_delivery.delay(str(delivery_id))
+    try:
+        process_delivery.delay(str(delivery_id))
+    except (BrokerError, RedisConnectionError):
+        logger.warning("could not enqueue delivery %s (broker unreachable); the delivery sweep will", delivery_id)
+        return False
+    return True
+
+
+def delivery_sweep(*, batch_size: int, grace_seconds: int) -> list[str]:
+    """Enqueue up to `batch_size` deliveries never attempted `grace_seconds` after they arrived
+    (time for the on-commit task to run), oldest first; returns their ids. Stops at the first
+    enqueue the broker refuses. Processing is idempotent (a processed delivery is left alone, and
+    one a worker holds is skipped), so a sweep overlapping a slow queue only adds no-op tasks."""
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    ids = list(
+        Delivery.objects.filter(status=Delivery.Status.RECEIVED, attempts=0, received_at__lt=cutoff)
+        .order_by("received_at")
+        .values_list("pk", flat=True)[:batch_size]
+    )
+    enqueued: list[str] = []
+    for delivery_id in ids:
+        if not _enqueue(delivery_id):
+            break
+        enqueued.append(str(delivery_id))
+    if enqueued:
+        logger.info("delivery sweep enqueued %d deliveries that never reached a worker", len(enqueued))
+    return enqueued
 
 
 @dataclass(frozen=True)

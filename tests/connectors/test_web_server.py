@@ -1,0 +1,138 @@
+"""The web server as `make run` starts it (`runner.web_command()`: uvicorn with WEB_CONCURRENCY
+processes, each drawing its database connections from a pool) answering signed GitHub deliveries
+sent at once, on the test database and against the loopback GitHub stub.
+
+Tasks run eagerly inside the web processes here (the test environment's CELERY_TASK_ALWAYS_EAGER),
+so every accepted delivery is a memory by the time its answer arrives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+import pytest
+from django.db import connection
+from github_webhooks import github_fixture, github_signature
+from support.stub_server import StubResponse, StubServer
+
+from audit.models import AuditEvent
+from connectors.models import Connector, Delivery
+from cortex_site.embedded import free_port
+from cortex_site.runner import ROOT, web_command
+from memories.models import Memory
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+REPO = "robvanderleek/create-issue-branch"
+PROCESSES = 2
+POOL_MAX = 3
+DELIVERIES = 24
+
+
+def _test_database_url() -> str:
+    parts = urlsplit(os.environ["DATABASE_URL"])
+    return urlunsplit((parts.scheme, parts.netloc, f"/{connection.settings_dict['NAME']}", parts.query, parts.fragment))
+
+
+def _web_backends() -> int:
+    """Connections to the test database other than this test's own (only the web server makes them here)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " AND backend_type = 'client backend'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.fixture
+def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+    port = free_port()
+    # web_command() reads where to listen and how many processes from the environment, as `make run` does.
+    monkeypatch.setenv("HOST", "127.0.0.1")
+    monkeypatch.setenv("PORT", str(port))
+    monkeypatch.setenv("WEB_CONCURRENCY", str(PROCESSES))
+    command = web_command()
+    assert command[command.index("--workers") + 1] == str(PROCESSES)
+    env = {
+        **os.environ,
+        "DATABASE_URL": _test_database_url(),
+        "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
+        "DEBUG": "0",
+        "ALLOWED_HOSTS": "127.0.0.1",
+        "DB_POOL_MAX_SIZE": str(POOL_MAX),
+    }
+    env.pop("DB_POOL", None)  # the web server's own default: cortex_site/asgi.py turns the pool on
+    log = tmp_path / "web.log"
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                httpx.get(f"{url}/healthz", timeout=2)
+                break
+            except httpx.HTTPError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"the web server did not start:\n{log.read_text()[-3000:]}") from None
+                time.sleep(0.2)
+        yield url
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def test_several_web_processes_answer_a_burst_of_deliveries_once_each_on_pooled_connections(
+    acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer, web_server: str
+) -> None:
+    stub_server.route("GET", rf"/repos/{REPO}/pulls/\d+/files", StubResponse(json=[]))
+    # The recorded PR reverts #111, which Cortex never stored: GitHub answers it as missing.
+    stub_server.route("GET", f"/repos/{REPO}/pulls/111", StubResponse(status=404, json={"message": "Not Found"}))
+    connector = make_github(acme["exec"])
+    template = github_fixture("pull_request__closed_merged.json")
+    bodies = [template.replace(b'"number": 117', f'"number": {1000 + i}'.encode()) for i in range(DELIVERIES)]
+    assert len(set(bodies)) == DELIVERIES  # each its own pull request
+    delivery_ids = [str(uuid.uuid4()) for _ in bodies]
+
+    def send(index: int) -> int:
+        body = bodies[index]
+        headers = {
+            "Content-Type": "application/json",
+            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Delivery": delivery_ids[index],
+            "X-Hub-Signature-256": github_signature(body),
+        }
+        with httpx.Client(timeout=60) as client:
+            return client.post(f"{web_server}/api/webhooks/github/{connector.pk}", content=body, headers=headers).status_code
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        statuses = list(pool.map(send, range(DELIVERIES)))
+        # GitHub's retries of the first eight: answered, and nothing new stored.
+        retried = list(pool.map(send, range(8)))
+
+    assert statuses == [200] * DELIVERIES
+    assert retried == [200] * 8
+    deliveries = Delivery.objects.filter(connector=connector)
+    assert sorted(deliveries.values_list("delivery_id", flat=True)) == sorted(delivery_ids)
+    assert set(deliveries.values_list("status", flat=True)) == {Delivery.Status.PROCESSED}
+    assert Memory.objects.filter(organization_id=connector.organization_id, source="GitHub").count() == DELIVERIES
+    accepted = AuditEvent.objects.filter(organization=acme["org"], action="webhook.accept")
+    assert accepted.count() == DELIVERIES
+    assert AuditEvent.objects.filter(organization=acme["org"], action="webhook.duplicate").count() == 8
+    # The connections outlive the requests that used them (a plain connection is closed when its
+    # request ends) and stay within the pools' bound.
+    assert 1 <= _web_backends() <= PROCESSES * POOL_MAX

@@ -1,0 +1,79 @@
+"""How the web server is started: WEB_CONCURRENCY processes (default: one per CPU), and database
+connections from a pool in the web server only (DB_POOL, turned on by cortex_site/asgi.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cortex_site import runner
+from cortex_site.embedded import EmbeddedServiceError
+
+ROOT = Path(__file__).resolve().parents[2]
+PRINT_DATABASE = (
+    "from django.conf import settings; db = settings.DATABASES['default']; "
+    "print(json.dumps({'pool': db.get('OPTIONS', {}).get('pool'), 'max_age': db['CONN_MAX_AGE']}))"
+)
+
+
+def _workers(command: list[str]) -> str:
+    return command[command.index("--workers") + 1]
+
+
+def test_the_web_server_runs_one_process_per_cpu_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("WEB_CONCURRENCY", raising=False)
+    assert _workers(runner.web_command()) == str(len(os.sched_getaffinity(0)))
+    monkeypatch.setenv("WEB_CONCURRENCY", "3")
+    assert _workers(runner.web_command()) == "3"
+    # The reloading development server is one process: uvicorn cannot reload several.
+    assert "--workers" not in runner.web_command(reload=True)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5"])
+def test_a_web_concurrency_that_is_not_a_count_is_refused_in_words(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    monkeypatch.setenv("WEB_CONCURRENCY", value)
+    with pytest.raises(EmbeddedServiceError, match=r"WEB_CONCURRENCY=.*number of web server processes"):
+        runner.web_command()
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter importing the real settings (nothing connects to the URLs)."""
+    base = {
+        "PATH": os.environ.get("PATH", ""),
+        "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
+        "DATABASE_URL": "postgresql://nobody@/nothing",
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+        "SECRET_KEY": "test-only",
+        "CORTEX_CONNECTOR_KEY": os.environ["CORTEX_CONNECTOR_KEY"],
+        "CORTEX_HOME": os.environ["CORTEX_HOME"],
+    }
+    return subprocess.run(
+        [sys.executable, "-c", code], env={**base, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_the_web_server_draws_connections_from_a_pool_and_other_processes_do_not() -> None:
+    web = _python(f"import json, cortex_site.asgi; {PRINT_DATABASE}", DB_CONN_MAX_AGE="60", DB_POOL_MAX_SIZE="7")
+    assert web.returncode == 0, web.stderr[-3000:]
+    # The pool is what persists: Django refuses CONN_MAX_AGE with one, so it is 0 whatever was asked.
+    assert json.loads(web.stdout.splitlines()[-1]) == {"pool": {"min_size": 2, "max_size": 7, "timeout": 10.0}, "max_age": 0}
+
+    worker = _python(f"import json, django; django.setup(); {PRINT_DATABASE}", DB_CONN_MAX_AGE="60")
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    assert json.loads(worker.stdout.splitlines()[-1]) == {"pool": None, "max_age": 60}
+
+    # An operator can turn it off for the web server too (e.g. behind PgBouncer).
+    unpooled = _python(f"import json, cortex_site.asgi; {PRINT_DATABASE}", DB_POOL="0")
+    assert unpooled.returncode == 0, unpooled.stderr[-3000:]
+    assert json.loads(unpooled.stdout.splitlines()[-1])["pool"] is None
+
+
+def test_a_pool_smaller_than_its_minimum_stops_start_up_with_a_sentence() -> None:
+    result = _python("import django; django.setup()", DB_POOL="1", DB_POOL_MIN_SIZE="5", DB_POOL_MAX_SIZE="2")
+    assert result.returncode != 0
+    assert "DB_POOL_MAX_SIZE=2 must be at least DB_POOL_MIN_SIZE=5" in result.stderr
