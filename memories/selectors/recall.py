@@ -421,12 +421,22 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
 
     vector = _query_vector(text)
     embedded = time.perf_counter()
+    # Where the server time goes, phase by phase (bench/recall.py reports these; cheap to keep).
+    phases: dict[str, float] = {}
+    mark = embedded
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[f"{name}_ms"] = round((now - mark) * 1000, 3)
+        mark = now
 
     rule = statistics_rule(principal)
     terms, weights, common, frequencies = _term_weights(rule, query_terms(text))
     corrected = _correct_typos(rule, terms, frequencies)
     if corrected != terms:
         terms, weights, common, frequencies = _term_weights(rule, corrected)
+    lap("terms")
     k = max(query.limit * 4, 40)
     dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
     # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
@@ -434,9 +444,12 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     while len({h.memory_id for h in dense if not h.superseded}) < query.limit and len(dense) == k and k < 2000:
         k *= 4
         dense = sql.dense_hits(vector, where, k, exact=exact)
+    lap("dense")
     lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []
+    lap("lexical")
     candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
     scored = sql.score_chunks(candidates, vector, terms, where)
+    lap("score_sql")
 
     params = scoring.PARAMS
     score = _Scorer(
@@ -447,7 +460,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         _selective_weights(terms, weights, frequencies, scored),
     )
     best, earlier = _fold(scored, score)
+    lap("fold")
     best = _lead_to_current_versions(best, earlier, score, vector, terms, where)
+    lap("versions")
 
     # Only the strongest candidates can be in the pool: load their memories, not every candidate's
     # (a wide dense pool brings ~100+ memories, and loading them was a large share of the time).
@@ -467,7 +482,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if len(pool) >= size:
             break
     pool = pool[:size]
+    lap("pool")
     effective = _share_between_versions(pool, params.version_similarity, score.selective)
+    lap("share")
     top = max(effective, default=0.0)
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
@@ -503,6 +520,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         )
     hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))
     hits = hits[: query.limit]
+    lap("rank")
     finished = time.perf_counter()
     if audit:
         record(
@@ -525,5 +543,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     return RecallResult(
         hits=hits,
         took_ms=round((time.perf_counter() - started) * 1000, 1),
-        timings={"embed_ms": round((embedded - started) * 1000, 2), "search_ms": round((finished - embedded) * 1000, 2)},
+        timings={
+            "embed_ms": round((embedded - started) * 1000, 2),
+            "search_ms": round((finished - embedded) * 1000, 2),
+            **phases,
+        },
     )
