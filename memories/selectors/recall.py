@@ -136,13 +136,17 @@ def statistics_rule(principal: Principal) -> sql.ChunkFilter:
     )
 
 
-def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], list[float], list[bool], list[int]]:
+def _term_weights(
+    rule: sql.ChunkFilter, terms: list[str], counted_already: dict[str, int] | None = None
+) -> tuple[list[str], list[float], list[bool], list[int]]:
     """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see.
 
     `rule` is the reader's read rule (every readable scope, their clearance): the statistics never
     count what this reader cannot see, so nobody's hidden writes move their scores. Also says which
     terms are common (see COMMON_SHARE): those do not select lexical candidates on their own (see
-    sql.lexical_hits); and returns each kept term's document frequency.
+    sql.lexical_hits); and returns each kept term's document frequency. `counted_already` holds
+    frequencies just counted under the same rule (typo corrections): a term missing from the cache
+    takes its count from there instead of from another query.
     """
     prefix = _statistics_key(rule)
     total_key = f"{prefix}:chunks"
@@ -151,8 +155,12 @@ def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], l
     total = cached.get(total_key)
     missing = [term for term in terms if cached.get(keys[term]) is None]
     counted: dict[str, int] = {}
+    if counted_already:
+        counted = {term: counted_already[term] for term in missing if term in counted_already}
+        missing = [term for term in missing if term not in counted]
     if missing or total is None:
-        counted_total, counted = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        counted_total, fresh = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        counted.update(fresh)
         if total is None:
             total = max(1, counted_total or 0)
             cache.set(total_key, total, 300)
@@ -179,26 +187,27 @@ def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], l
     return kept, weights, common, frequencies
 
 
-def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> list[str]:
+def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> tuple[list[str], dict[str, int]]:
     """Short keyword queries: a word of at least 5 letters that no visible chunk contains is replaced by
     the spelling one edit away that occurs in the most visible chunks ("discont" → discount,
     "parkng" → parking), looked up in the organization's vocabulary.
 
     Words that do occur are never touched, so exact matches keep winning; and a correction counts
-    only when it occurs in what the reader may see (the vocabulary spans the organization).
+    only when it occurs in what the reader may see (the vocabulary spans the organization). Also
+    returns the visible frequencies counted on the way (for _term_weights).
     """
     if not terms or len(terms) > TYPO_MAX_TERMS:
-        return terms
+        return terms, {}
     unseen = [t for t, df in zip(terms, frequencies, strict=True) if df == 0 and typo_candidate(t)]
     if not unseen:
-        return terms
+        return terms, {}
     variants = {term: one_edit_variants(term) for term in unseen}
-    known = sql.vocabulary_matches(rule.organization_id, sorted(set().union(*variants.values())))
+    known, visible = sql.typo_corrections(rule, sorted(set().union(*variants.values())), DF_CAP)
     if not known:
-        return terms
-    # One spelling per lexeme (the alphabetically first): spellings of one stem match the same chunks.
+        return terms, {}
+    # One spelling per lexeme (the first in code-point order; sql.typo_corrections counted those):
+    # spellings of one stem match the same chunks.
     spellings = {lexeme: spelling for spelling, lexeme in sorted(known.items(), reverse=True)}
-    _total, visible = sql.term_document_frequencies(rule, sorted(spellings.values()), DF_CAP, count_total=False)
     corrected = list(terms)
     for i, term in enumerate(terms):
         # The correction most visible chunks contain (then alphabetical, for a stable answer).
@@ -209,7 +218,7 @@ def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[in
         )
         if options:
             corrected[i] = options[0][1]
-    return corrected
+    return corrected, {**dict(zip(terms, frequencies, strict=True)), **visible}
 
 
 def _names_nothing_visible(text: str, terms: list[str], frequencies: list[int]) -> bool:
@@ -344,7 +353,10 @@ def _holds_what_the_other_lacks(holder: sql.ScoredChunk, other: sql.ScoredChunk,
 
 
 def _share_between_versions(
-    pool: list[tuple[Memory, _Candidate]], threshold: float | None, selective: Sequence[float]
+    pool: list[tuple[Memory, _Candidate]],
+    threshold: float | None,
+    selective: Sequence[float],
+    pairs: set[tuple[int, int]] | None = None,
 ) -> list[float]:
     """Strengths after versions share: a candidate whose best chunk says nearly the same as an older
     candidate's is at least as relevant as that older one, so the blend's recency prefers it.
@@ -352,14 +364,15 @@ def _share_between_versions(
     Never when the older holds a selective query term the newer lacks: a note from the same template
     with another ticket id is a look-alike, not a version. (Two memories of one supersession chain
     never meet here — recall already leads an earlier version to its current one — and an
-    `external_id` is unique, so near-identical content is what remains to recognise.)
+    `external_id` is unique, so near-identical content is what remains to recognise.) `pairs`: the
+    pool's similar chunk pairs when already known (sql.similar_chunk_pairs_column).
     """
     strengths = [candidate.strength for _memory, candidate in pool]
     if threshold is None or len(pool) < 2:
         return strengths
     position = {candidate.chunk.chunk_id: i for i, (_memory, candidate) in enumerate(pool)}
     shared = list(strengths)
-    for a, b in sql.similar_chunk_pairs(list(position), threshold):
+    for a, b in pairs if pairs is not None else sql.similar_chunk_pairs(list(position), threshold):
         i, j = position[a], position[b]
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
         if pool[newer][0].valid_from == pool[older][0].valid_from:
@@ -433,23 +446,24 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
 
     rule = statistics_rule(principal)
     terms, weights, common, frequencies = _term_weights(rule, query_terms(text))
-    corrected = _correct_typos(rule, terms, frequencies)
+    corrected, counted = _correct_typos(rule, terms, frequencies)
     if corrected != terms:
-        terms, weights, common, frequencies = _term_weights(rule, corrected)
+        terms, weights, common, frequencies = _term_weights(rule, corrected, counted)
     lap("terms")
+    # Dense and lexical candidates, scored, in one statement. Chunks of one memory (and earlier
+    # versions) crowd each other out of the dense ones; widen until `limit` current memories or
+    # nothing more.
     k = max(query.limit * 4, 40)
-    dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
-    # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
-    # current memories or nothing more.
-    while len({h.memory_id for h in dense if not h.superseded}) < query.limit and len(dense) == k and k < 2000:
+    scored: list[sql.ScoredChunk] = []
+    while scope_ids:
+        scored = sql.retrieve(
+            vector, terms, weights, where, dense_k=k, lexical_k=max(query.limit * 4, 40), common=common, exact=exact
+        )
+        dense = [chunk for chunk in scored if chunk.from_dense]
+        if len({c.memory_id for c in dense if not c.superseded}) >= query.limit or len(dense) < k or k >= 2000:
+            break
         k *= 4
-        dense = sql.dense_hits(vector, where, k, exact=exact)
-    lap("dense")
-    lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []
-    lap("lexical")
-    candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
-    scored = sql.score_chunks(candidates, vector, terms, where)
-    lap("score_sql")
+    lap("retrieve")
 
     params = scoring.PARAMS
     score = _Scorer(
@@ -469,10 +483,22 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     size = max(params.pool_size, query.limit)
     ranked = sorted(best.items(), key=lambda item: -item[1].strength)
     pool: list[tuple[Memory, _Candidate]] = []
+    # The version comparison of the pool (_share_between_versions) rides on the first load: the pool
+    # is that batch unless the Principal refuses one of its memories.
+    pairs: set[tuple[int, int]] | None = None
+    first_chunks: set[int] = set()
     for start in range(0, len(ranked), size):
         batch = ranked[start : start + size]
         ids = [memory_id for memory_id, _ in batch]
-        memories = {m.pk: m for m in Memory.objects.filter(pk__in=ids).select_related("scope", "author")}
+        load = Memory.objects.filter(pk__in=ids).select_related("scope", "author")
+        with_pairs = start == 0 and params.version_similarity is not None and len(batch) >= 2
+        if with_pairs:
+            first_chunks = {candidate.chunk.chunk_id for _, candidate in batch}
+            load = load.annotate(similar_pairs=sql.similar_chunk_pairs_column(sorted(first_chunks), params.version_similarity))
+        memories = {m.pk: m for m in load}
+        if with_pairs:
+            found = next(iter(memories.values())).similar_pairs if memories else None
+            pairs = {(a, b) for a, b in found or ()}
         # Defence in depth: the SQL filtered already; the Principal has the last word.
         pool += [
             (memories[memory_id], candidate)
@@ -482,8 +508,10 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if len(pool) >= size:
             break
     pool = pool[:size]
+    if pairs is not None and {candidate.chunk.chunk_id for _, candidate in pool} != first_chunks:
+        pairs = None  # the pool is not the first batch: compare its own chunks
     lap("pool")
-    effective = _share_between_versions(pool, params.version_similarity, score.selective)
+    effective = _share_between_versions(pool, params.version_similarity, score.selective, pairs)
     lap("share")
     top = max(effective, default=0.0)
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
@@ -493,33 +521,36 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     # every candidate's absolute match says so. Uniform, so the ranking does not move.
     unmatched = _names_nothing_visible(text, terms, frequencies)
     absent = 1.0 - params.miss_penalty if unmatched else 1.0
-    via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
+    # Rank first, then build results (snippets, earlier versions) for the `limit` returned only.
+    ranked_pool: list[tuple[float, float, float, Memory, _Candidate, float]] = []
+    for (memory, candidate), strength in zip(pool, effective, strict=True):
+        rel = scoring.spread(strength, top, params.spread_power)
+        rec = scoring.recency(memory.valid_from, moment, half_life)
+        ranked_pool.append((round(scoring.final_score(mode, rel, rec), 6), round(rel, 6), rec, memory, candidate, strength))
+    ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
+    returned = ranked_pool[: query.limit]
+    via_ids = [c.earlier_version_id for *_rest, c, _strength in returned if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
         if via_ids
         else {}
     )
-    hits: list[RecallHit] = []
-    for (memory, candidate), strength in zip(pool, effective, strict=True):
-        rel = scoring.spread(strength, top, params.spread_power)
-        rec = scoring.recency(memory.valid_from, moment, half_life)
-        hits.append(
-            RecallHit(
-                memory=memory,
-                score=round(scoring.final_score(mode, rel, rec), 6),
-                relevance=round(rel, 6),
-                recency=round(rec, 6),
-                snippet=_snippet(candidate.chunk.text, terms),
-                chunk_index=candidate.chunk.index,
-                dense=round(candidate.dense, 6),
-                lexical=round(candidate.lexical, 6),
-                match=round(strength * absent, 6),
-                confidence=scoring.confidence(strength * absent),
-                earlier_version=via.get(candidate.earlier_version_id),
-            )
+    hits = [
+        RecallHit(
+            memory=memory,
+            score=score_value,
+            relevance=relevance,
+            recency=round(rec, 6),
+            snippet=_snippet(candidate.chunk.text, terms),
+            chunk_index=candidate.chunk.index,
+            dense=round(candidate.dense, 6),
+            lexical=round(candidate.lexical, 6),
+            match=round(strength * absent, 6),
+            confidence=scoring.confidence(strength * absent),
+            earlier_version=via.get(candidate.earlier_version_id),
         )
-    hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))
-    hits = hits[: query.limit]
+        for score_value, relevance, rec, memory, candidate, strength in returned
+    ]
     lap("rank")
     finished = time.perf_counter()
     if audit:
