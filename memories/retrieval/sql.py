@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db.models.expressions import RawSQL
 
 from cortex_site.db_router import content_read_connection
 
@@ -374,14 +373,6 @@ def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple
     with content_read_connection().cursor() as cursor:
         cursor.execute(_similar_pairs_select(chunk_ids), [threshold])
         return {(row[0], row[1]) for row in cursor.fetchall()}
-
-
-def similar_chunk_pairs_column(chunk_ids: Sequence[int], threshold: float) -> RawSQL:
-    """`similar_chunk_pairs` as one column for a query that runs anyway (recall's memory load):
-    the same pairs on every row, as an array of [a, b] (NULL when there are none); one round trip
-    fewer."""
-    pairs = _similar_pairs_select(chunk_ids)
-    return RawSQL(f"(SELECT array_agg(ARRAY[p.a, p.b]) FROM ({pairs}) AS p(a, b))", [threshold])  # noqa: S608, S611 - integers
 
 
 def typo_corrections(rule: ChunkFilter, variants: Sequence[str], cap: int) -> tuple[dict[str, str], dict[str, int]]:

@@ -353,10 +353,7 @@ def _holds_what_the_other_lacks(holder: sql.ScoredChunk, other: sql.ScoredChunk,
 
 
 def _share_between_versions(
-    pool: list[tuple[Memory, _Candidate]],
-    threshold: float | None,
-    selective: Sequence[float],
-    pairs: set[tuple[int, int]] | None = None,
+    pool: list[tuple[Memory, _Candidate]], threshold: float | None, selective: Sequence[float]
 ) -> list[float]:
     """Strengths after versions share: a candidate whose best chunk says nearly the same as an older
     candidate's is at least as relevant as that older one, so the blend's recency prefers it.
@@ -364,15 +361,14 @@ def _share_between_versions(
     Never when the older holds a selective query term the newer lacks: a note from the same template
     with another ticket id is a look-alike, not a version. (Two memories of one supersession chain
     never meet here — recall already leads an earlier version to its current one — and an
-    `external_id` is unique, so near-identical content is what remains to recognise.) `pairs`: the
-    pool's similar chunk pairs when already known (sql.similar_chunk_pairs_column).
+    `external_id` is unique, so near-identical content is what remains to recognise.)
     """
     strengths = [candidate.strength for _memory, candidate in pool]
     if threshold is None or len(pool) < 2:
         return strengths
     position = {candidate.chunk.chunk_id: i for i, (_memory, candidate) in enumerate(pool)}
     shared = list(strengths)
-    for a, b in pairs if pairs is not None else sql.similar_chunk_pairs(list(position), threshold):
+    for a, b in sql.similar_chunk_pairs(list(position), threshold):
         i, j = position[a], position[b]
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
         if pool[newer][0].valid_from == pool[older][0].valid_from:
@@ -483,22 +479,10 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     size = max(params.pool_size, query.limit)
     ranked = sorted(best.items(), key=lambda item: -item[1].strength)
     pool: list[tuple[Memory, _Candidate]] = []
-    # The version comparison of the pool (_share_between_versions) rides on the first load: the pool
-    # is that batch unless the Principal refuses one of its memories.
-    pairs: set[tuple[int, int]] | None = None
-    first_chunks: set[int] = set()
     for start in range(0, len(ranked), size):
         batch = ranked[start : start + size]
         ids = [memory_id for memory_id, _ in batch]
-        load = Memory.objects.filter(pk__in=ids).select_related("scope", "author")
-        with_pairs = start == 0 and params.version_similarity is not None and len(batch) >= 2
-        if with_pairs:
-            first_chunks = {candidate.chunk.chunk_id for _, candidate in batch}
-            load = load.annotate(similar_pairs=sql.similar_chunk_pairs_column(sorted(first_chunks), params.version_similarity))
-        memories = {m.pk: m for m in load}
-        if with_pairs:
-            found = next(iter(memories.values())).similar_pairs if memories else None
-            pairs = {(a, b) for a, b in found or ()}
+        memories = {m.pk: m for m in Memory.objects.filter(pk__in=ids).select_related("scope", "author")}
         # Defence in depth: the SQL filtered already; the Principal has the last word.
         pool += [
             (memories[memory_id], candidate)
@@ -508,10 +492,8 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if len(pool) >= size:
             break
     pool = pool[:size]
-    if pairs is not None and {candidate.chunk.chunk_id for _, candidate in pool} != first_chunks:
-        pairs = None  # the pool is not the first batch: compare its own chunks
     lap("pool")
-    effective = _share_between_versions(pool, params.version_similarity, score.selective, pairs)
+    effective = _share_between_versions(pool, params.version_similarity, score.selective)
     lap("share")
     top = max(effective, default=0.0)
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
