@@ -30,10 +30,12 @@ its own database on the same server (cortex_bench_recall_<size>), kept between r
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import math
 import os
 import platform
+import pstats
 import re
 import statistics
 import sys
@@ -41,6 +43,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -143,6 +146,11 @@ def summary(results: dict[str, Any]) -> str:
                     f"identifier-only {m['agreement_dense_identifier_queries']}; "
                     f"sql exact vs numpy {m['agreement_sql_exact_vs_numpy']:.3f})"
                     f", final {m['agreement_final_at_10']:.3f}"
+                )
+                lines.append(
+                    f"  {'':<10} SQL statements p50 {m['sql_statements']['p50']:.0f} max {m['sql_statements']['max']:.0f}; "
+                    "phases p50/p95 ms: "
+                    + ", ".join(f"{k.removesuffix('_ms')} {v['p50']:.1f}/{v['p95']:.1f}" for k, v in m["phases_ms"].items())
                 )
     return "\n".join(lines)
 
@@ -542,15 +550,29 @@ def measure(principal: Any, size: int, query_count: int, data: dict[str, Any]) -
     stats: dict[str, list[float]] = {
         k: [] for k in ("search", "took", "embed", "exact_search", "dense_index", "dense_exact", "numpy")
     }
-    # 1. the index path alone, as a server runs it (no exact scans in between to churn the caches)
+    # 1. the index path alone, as a server runs it (no exact scans in between to churn the caches);
+    # per phase (RecallResult.timings) and the SQL statements each recall sends
     final, result_counts = [], []
+    phases: dict[str, list[float]] = {}
+    statements: list[int] = []
+    profiler = cProfile.Profile() if os.environ.get("CORTEX_BENCH_PROFILE") == "1" else None
+    if profiler:
+        profiler.enable()
     for text in texts:
-        found = recall(principal, RecallQuery(text, limit=TOP), audit=False)
+        with count_statements() as counted:
+            found = recall(principal, RecallQuery(text, limit=TOP), audit=False)
+        statements.append(counted[0])
+        for key, value in found.timings.items():
+            if key not in ("embed_ms", "search_ms"):
+                phases.setdefault(key, []).append(value)
         stats["search"].append(found.timings["search_ms"])
         stats["embed"].append(found.timings["embed_ms"])
         stats["took"].append(found.took_ms)
         result_counts.append(len(found.hits))
         final.append({h.memory.pk for h in found.hits})
+    if profiler:
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(30)
     # 2. the dense top-10 through the index, and by brute force in numpy over the same visible chunks
     index_tops, brute_tops = [], []
     for vector in vectors_q:
@@ -598,7 +620,27 @@ def measure(principal: Any, size: int, query_count: int, data: dict[str, Any]) -
         "agreement_sql_exact_vs_numpy": round(statistics.mean(agree_sql_exact), 4),
         "agreement_final_at_10": round(statistics.mean(agree_final), 4),
         "mean_results": round(statistics.mean(result_counts), 2),
+        "phases_ms": {key: percentiles(values) for key, values in phases.items()},
+        "sql_statements": percentiles(statements),
     }
+
+
+@contextmanager
+def count_statements() -> Iterator[list[int]]:
+    """How many SQL statements go through Django's connections inside the block (transaction
+    BEGIN/COMMIT that psycopg sends on its own are not counted)."""
+    from django.db import connections
+
+    counted = [0]
+
+    def wrapper(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        counted[0] += 1
+        return execute(sql, params, many, context)
+
+    with ExitStack() as stack:
+        for conn in connections.all(initialized_only=True):
+            stack.enter_context(conn.execute_wrapper(wrapper))
+        yield counted
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -615,8 +657,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="embedder of the recall corpora and queries (default hash)",
     )
     parser.add_argument("--json", help=f"where to write the results (default {HOME}/results.json)")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the recall loop (slows it down)")
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.profile:
+        os.environ["CORTEX_BENCH_PROFILE"] = "1"  # the phase children inherit it
     if not args.phase:
         return drive(args)
     kind, *rest = args.phase

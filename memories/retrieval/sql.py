@@ -6,6 +6,8 @@
   the IDF-weighted share of terms they contain.
 - `score_chunks`: for a set of candidate chunks, their exact cosine and which terms each
   contains (in the body and in the title/tags), re-applying the filter (defence in depth).
+- `retrieve`: the three above as one statement (recall's candidates in one round trip).
+- `term_document_frequencies`, `typo_corrections`: term statistics under the reader's read rule.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from django.db import transaction
 
 from cortex_site.db_router import content_read_connection
 
@@ -83,19 +84,9 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
     clause, params = where.sql()
     literal = vector_literal(query_vector)
     # On a replica route this may be the read replica (cortex_site/db_router.py), like the other reads here.
-    connection = content_read_connection()
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        if exact:
-            # Sequential scan: the ground truth the benchmark compares the index path against.
-            cursor.execute("SET LOCAL enable_indexscan = off")
-        else:
-            # One round trip for the three settings (they end with the transaction).
-            cursor.execute(
-                f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, k)}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
-                f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
-            )
+    with content_read_connection().cursor() as cursor:
         cursor.execute(
-            f"""
+            f"""{_index_settings(k, exact=exact)};
             WITH hits AS MATERIALIZED (
                 SELECT c.id, c.memory_id, c.embedding <=> %s::vector AS distance, c.status = 'superseded' AS superseded
                   FROM memories_memorychunk AS c
@@ -107,12 +98,61 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
             """,  # noqa: S608 - clause is built from fixed fragments; values are parameters
             [literal, *params, literal, k],
         )
-        rows = cursor.fetchall()
+        rows = _rows_after_settings(cursor)
     return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2]), superseded=bool(r[3])) for r in rows]
+
+
+def _index_settings(k: int, *, exact: bool) -> str:
+    """The planner settings of a nearest-chunks query, sent in the same message as the query itself:
+    a multi-statement message is one implicit transaction, so SET LOCAL ends with it (inside an
+    open transaction, with that one) — no BEGIN/COMMIT round trips of its own."""
+    if exact:
+        # Sequential scan: the ground truth the benchmark compares the index path against.
+        return "SET LOCAL enable_indexscan = off"
+    return (
+        f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(k))}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
+        f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+    )
+
+
+def _rows_after_settings(cursor: Any) -> list[tuple[Any, ...]]:
+    """The rows of the last statement of a message that began with SET LOCAL statements."""
+    while cursor.description is None and cursor.nextset():
+        pass
+    return cursor.fetchall()
 
 
 def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
+
+
+def _lexical_select(
+    terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int, common: Sequence[bool] | None
+) -> tuple[str, list[Any]] | None:
+    """The lexical candidates' SELECT (chunk ids, best first) and its parameters; None when no term selects."""
+    flags = list(common or [False] * len(terms))
+    selective = [t for t, frequent in zip(terms, flags, strict=True) if not frequent]
+    if not selective:
+        return None
+    clause, params = where.sql()
+    selective_query, selective_params = _any_term_query(selective)
+    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    weighted_params: list[Any] = []
+    for term, weight in zip(terms, weights, strict=True):
+        weighted_params += [weight, term]
+    statement = f"""
+        WITH matches AS MATERIALIZED (
+            SELECT c.id, c.search_vector, ({weighted}) AS weight
+              FROM memories_memorychunk AS c
+             WHERE {clause} AND c.search_vector @@ {selective_query}
+             ORDER BY weight DESC, c.valid_from DESC, c.id
+             LIMIT %s
+        )
+        SELECT m.id FROM matches AS m
+         ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {selective_query}) DESC, m.id
+         LIMIT %s
+        """  # noqa: S608 - fixed fragments; values are parameters
+    return statement, [*weighted_params, *params, *selective_params, max(k, RANK_POOL), *selective_params, k]
 
 
 def lexical_hits(
@@ -127,32 +167,11 @@ def lexical_hits(
     dense retrieval (or a selective term) brings them (see score_chunks). The cover-density
     tie-break (ts_rank_cd, the expensive part per row) runs only on the RANK_POOL best matches.
     """
-    flags = list(common or [False] * len(terms))
-    selective = [t for t, frequent in zip(terms, flags, strict=True) if not frequent]
-    if not selective:
+    select = _lexical_select(terms, weights, where, k, common)
+    if select is None:
         return []
-    clause, params = where.sql()
-    selective_query, selective_params = _any_term_query(selective)
-    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
-    weighted_params: list[Any] = []
-    for term, weight in zip(terms, weights, strict=True):
-        weighted_params += [weight, term]
     with content_read_connection().cursor() as cursor:
-        cursor.execute(
-            f"""
-            WITH matches AS MATERIALIZED (
-                SELECT c.id, c.search_vector, ({weighted}) AS weight
-                  FROM memories_memorychunk AS c
-                 WHERE {clause} AND c.search_vector @@ {selective_query}
-                 ORDER BY weight DESC, c.valid_from DESC, c.id
-                 LIMIT %s
-            )
-            SELECT m.id FROM matches AS m
-             ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {selective_query}) DESC, m.id
-             LIMIT %s
-            """,  # noqa: S608 - fixed fragments; values are parameters
-            [*weighted_params, *params, *selective_params, max(k, RANK_POOL), *selective_params, k],
-        )
+        cursor.execute(*select)
         return [row[0] for row in cursor.fetchall()]
 
 
@@ -208,6 +227,8 @@ class ScoredChunk:
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
     superseded: bool = False
+    # Among the dense (nearest-vector) candidates, not only a lexical one (see retrieve).
+    from_dense: bool = False
 
 
 def score_chunks(
@@ -218,33 +239,86 @@ def score_chunks(
     if not chunk_ids:
         return []
     clause, params = where.sql()
-    body = ", ".join(["c.search_vector @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
-    title = ", ".join(["ts_filter(c.search_vector, '{a}') @@ plainto_tsquery('english', %s)"] * len(terms)) or "NULL::boolean"
+    body, title, joins = _scored_columns(terms)
     with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
                    ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded'
-              FROM memories_memorychunk AS c
+              FROM memories_memorychunk AS c {joins}
              WHERE {"c.memory_id" if of_memories else "c.id"} = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
             [vector_literal(query_vector), *terms, *terms, list(chunk_ids), *params],
         )
         rows = cursor.fetchall()
-    return [
-        ScoredChunk(
-            chunk_id=r[0],
-            memory_id=r[1],
-            index=r[2],
-            text=r[3],
-            # A chunk without a vector (mid re-embed) still has its lexical signal.
-            similarity=float(r[4]) if r[4] is not None else 0.0,
-            body_hits=tuple(bool(x) for x in r[5]) if terms else (),
-            title_hits=tuple(bool(x) for x in r[6]) if terms else (),
-            superseded=bool(r[7]),
-        )
-        for r in rows
-    ]
+    return [_scored_chunk(r, bool(terms)) for r in rows]
+
+
+def _scored_columns(terms: Sequence[str]) -> tuple[str, str, str]:
+    """The per-term body and title/tags match arrays of a scored chunk (`c`), and the join they need:
+    the title/tags part of the full-text vector, filtered once per chunk (`ts_filter` per term was
+    the costliest part of scoring; OFFSET 0 keeps the planner from folding it back into each use)."""
+    if not terms:
+        return "NULL::boolean", "NULL::boolean", ""
+    body = ", ".join(["c.search_vector @@ plainto_tsquery('english', %s)"] * len(terms))
+    title = ", ".join(["t.tv @@ plainto_tsquery('english', %s)"] * len(terms))
+    return body, title, "CROSS JOIN LATERAL (SELECT ts_filter(c.search_vector, '{a}') AS tv OFFSET 0) AS t"
+
+
+def _scored_chunk(row: Sequence[Any], has_terms: bool) -> ScoredChunk:
+    return ScoredChunk(
+        chunk_id=row[0],
+        memory_id=row[1],
+        index=row[2],
+        text=row[3],
+        # A chunk without a vector (mid re-embed) still has its lexical signal.
+        similarity=float(row[4]) if row[4] is not None else 0.0,
+        body_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
+        title_hits=tuple(bool(x) for x in row[6]) if has_terms else (),
+        superseded=bool(row[7]),
+        from_dense=bool(row[8]) if len(row) > 8 else False,
+    )
+
+
+def retrieve(
+    query_vector: np.ndarray,
+    terms: Sequence[str],
+    weights: Sequence[float],
+    where: ChunkFilter,
+    *,
+    dense_k: int,
+    lexical_k: int,
+    common: Sequence[bool] | None = None,
+    exact: bool = False,
+) -> list[ScoredChunk]:
+    """The candidates of one recall, scored, in one statement: the `dense_k` nearest chunks (as
+    `dense_hits`) and the `lexical_k` lexical ones (as `lexical_hits`), each with what `score_chunks`
+    gives, ordered by chunk id. One round trip (see _index_settings), where separate queries and
+    an explicit transaction took six."""
+    clause, params = where.sql()
+    literal = vector_literal(query_vector)
+    lexical = _lexical_select(terms, weights, where, lexical_k, common)
+    lexical_cte, lexical_params = (f", lexical AS MATERIALIZED ({lexical[0]})", lexical[1]) if lexical else ("", [])
+    lexical_union = " UNION SELECT id FROM lexical" if lexical else ""
+    body, title, joins = _scored_columns(terms)
+    statement = f"""{_index_settings(dense_k, exact=exact)};
+        WITH dense AS MATERIALIZED (
+            SELECT c.id FROM memories_memorychunk AS c
+             WHERE {clause} AND c.embedding IS NOT NULL
+             ORDER BY c.embedding <=> %s::vector
+             LIMIT %s
+        ){lexical_cte}
+        SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
+               ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded',
+               c.id IN (SELECT id FROM dense)
+          FROM memories_memorychunk AS c {joins}
+         WHERE c.id IN (SELECT id FROM dense{lexical_union}) AND {clause}
+         ORDER BY c.id
+        """  # noqa: S608 - fixed fragments; values are parameters
+    with content_read_connection().cursor() as cursor:
+        cursor.execute(statement, [*params, literal, dense_k, *lexical_params, literal, *terms, *terms, *params])
+        rows = _rows_after_settings(cursor)
+    return [_scored_chunk(r, bool(terms)) for r in rows]
 
 
 def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any, Any]:
@@ -272,6 +346,22 @@ def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any,
         return {row[0]: row[1] for row in cursor.fetchall()}
 
 
+def _similar_pairs_select(chunk_ids: Sequence[int]) -> str:
+    """Pairs (a, b), a < b, of the given chunks at cosine ≥ the one parameter. The ids are written
+    into the statement as integers (they are chunk ids from the database, coerced by int())."""
+    ids = ",".join(str(int(chunk_id)) for chunk_id in chunk_ids)
+    return f"""
+        WITH pool AS MATERIALIZED (
+            -- Each vector detoasted once (through real[]: the same values) rather than once per pair.
+            SELECT c.id, c.embedding::real[]::vector AS embedding
+              FROM memories_memorychunk AS c WHERE c.id = ANY(ARRAY[{ids}]::bigint[]) AND c.embedding IS NOT NULL
+        )
+        SELECT a.id, b.id
+          FROM pool AS a JOIN pool AS b ON a.id < b.id
+         WHERE 1 - (a.embedding <=> b.embedding) >= %s
+        """  # noqa: S608 - integers only
+
+
 def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple[int, int]]:
     """Pairs (a, b), a < b, of the given chunks whose cosine similarity is at least `threshold`.
 
@@ -281,34 +371,46 @@ def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple
     if len(chunk_ids) < 2:
         return set()
     with content_read_connection().cursor() as cursor:
-        cursor.execute(
-            """
-            WITH pool AS MATERIALIZED (
-                SELECT c.id, c.embedding FROM memories_memorychunk AS c WHERE c.id = ANY(%s) AND c.embedding IS NOT NULL
-            )
-            SELECT a.id, b.id
-              FROM pool AS a JOIN pool AS b ON a.id < b.id
-             WHERE 1 - (a.embedding <=> b.embedding) >= %s
-            """,
-            [list(chunk_ids), threshold],
-        )
+        cursor.execute(_similar_pairs_select(chunk_ids), [threshold])
         return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
-def vocabulary_matches(organization_id: int, variants: Sequence[str]) -> dict[str, str]:
-    """Which of the given spellings stem to a lexeme of the organization's vocabulary
-    (memories_recallterm): spelling → lexeme. One round trip, on the unique index. Candidates only —
-    the caller keeps those that occur in chunks the reader may see."""
+def typo_corrections(rule: ChunkFilter, variants: Sequence[str], cap: int) -> tuple[dict[str, str], dict[str, int]]:
+    """Typo candidates and their visible frequencies, in one round trip: spelling → lexeme for every
+    variant that stems to a lexeme of the organization's vocabulary (memories_recallterm, on its
+    unique index), and for one spelling per lexeme (the first in code-point order, as Python sorts)
+    how many chunks under the reader's read rule contain it, counted up to `cap` (-1 for a stop
+    word), as `term_document_frequencies` counts. The vocabulary spans the organization, so it only
+    proposes: the caller keeps spellings that occur in what the reader may see."""
     if not variants:
-        return {}
+        return {}, {}
     with content_read_connection().cursor() as cursor:
         cursor.execute(
             """
-            SELECT v.spelling, r.lexeme
-              FROM unnest(%s::text[]) AS v(spelling)
-              JOIN memories_recallterm AS r
-                ON r.organization_id = %s AND r.lexeme = (ts_lexize('english_stem', v.spelling))[1]
+            WITH known AS MATERIALIZED (
+                SELECT v.spelling, r.lexeme
+                  FROM unnest(%s::text[]) AS v(spelling)
+                  JOIN memories_recallterm AS r
+                    ON r.organization_id = %s AND r.lexeme = (ts_lexize('english_stem', v.spelling))[1]
+            ), chosen AS MATERIALIZED (
+                SELECT min(k.spelling COLLATE "C") AS spelling FROM known AS k GROUP BY k.lexeme
+            )
+            SELECT k.spelling, k.lexeme, NULL::bigint FROM known AS k
+            UNION ALL
+            SELECT ch.spelling, NULL,
+                   CASE WHEN numnode(plainto_tsquery('english', ch.spelling)) = 0 THEN -1 ELSE (
+                       SELECT count(*) FROM (
+                           SELECT 1 FROM memories_memorychunk AS c
+                            WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
+                              AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', ch.spelling)
+                            LIMIT %s
+                       ) AS matches
+                   ) END
+              FROM chosen AS ch
             """,
-            [list(variants), organization_id],
+            [list(variants), rule.organization_id, rule.organization_id, list(rule.scope_ids), rule.clearance_rank, cap],
         )
-        return {row[0]: row[1] for row in cursor.fetchall()}
+        rows = cursor.fetchall()
+    known = {row[0]: row[1] for row in rows if row[2] is None}
+    visible = {row[0]: int(row[2]) for row in rows if row[2] is not None}
+    return known, visible

@@ -136,13 +136,17 @@ def statistics_rule(principal: Principal) -> sql.ChunkFilter:
     )
 
 
-def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], list[float], list[bool], list[int]]:
+def _term_weights(
+    rule: sql.ChunkFilter, terms: list[str], counted_already: dict[str, int] | None = None
+) -> tuple[list[str], list[float], list[bool], list[int]]:
     """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see.
 
     `rule` is the reader's read rule (every readable scope, their clearance): the statistics never
     count what this reader cannot see, so nobody's hidden writes move their scores. Also says which
     terms are common (see COMMON_SHARE): those do not select lexical candidates on their own (see
-    sql.lexical_hits); and returns each kept term's document frequency.
+    sql.lexical_hits); and returns each kept term's document frequency. `counted_already` holds
+    frequencies just counted under the same rule (typo corrections): a term missing from the cache
+    takes its count from there instead of from another query.
     """
     prefix = _statistics_key(rule)
     total_key = f"{prefix}:chunks"
@@ -151,8 +155,12 @@ def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], l
     total = cached.get(total_key)
     missing = [term for term in terms if cached.get(keys[term]) is None]
     counted: dict[str, int] = {}
+    if counted_already:
+        counted = {term: counted_already[term] for term in missing if term in counted_already}
+        missing = [term for term in missing if term not in counted]
     if missing or total is None:
-        counted_total, counted = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        counted_total, fresh = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
+        counted.update(fresh)
         if total is None:
             total = max(1, counted_total or 0)
             cache.set(total_key, total, 300)
@@ -179,26 +187,27 @@ def _term_weights(rule: sql.ChunkFilter, terms: list[str]) -> tuple[list[str], l
     return kept, weights, common, frequencies
 
 
-def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> list[str]:
+def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> tuple[list[str], dict[str, int]]:
     """Short keyword queries: a word of at least 5 letters that no visible chunk contains is replaced by
     the spelling one edit away that occurs in the most visible chunks ("discont" → discount,
     "parkng" → parking), looked up in the organization's vocabulary.
 
     Words that do occur are never touched, so exact matches keep winning; and a correction counts
-    only when it occurs in what the reader may see (the vocabulary spans the organization).
+    only when it occurs in what the reader may see (the vocabulary spans the organization). Also
+    returns the visible frequencies counted on the way (for _term_weights).
     """
     if not terms or len(terms) > TYPO_MAX_TERMS:
-        return terms
+        return terms, {}
     unseen = [t for t, df in zip(terms, frequencies, strict=True) if df == 0 and typo_candidate(t)]
     if not unseen:
-        return terms
+        return terms, {}
     variants = {term: one_edit_variants(term) for term in unseen}
-    known = sql.vocabulary_matches(rule.organization_id, sorted(set().union(*variants.values())))
+    known, visible = sql.typo_corrections(rule, sorted(set().union(*variants.values())), DF_CAP)
     if not known:
-        return terms
-    # One spelling per lexeme (the alphabetically first): spellings of one stem match the same chunks.
+        return terms, {}
+    # One spelling per lexeme (the first in code-point order; sql.typo_corrections counted those):
+    # spellings of one stem match the same chunks.
     spellings = {lexeme: spelling for spelling, lexeme in sorted(known.items(), reverse=True)}
-    _total, visible = sql.term_document_frequencies(rule, sorted(spellings.values()), DF_CAP, count_total=False)
     corrected = list(terms)
     for i, term in enumerate(terms):
         # The correction most visible chunks contain (then alphabetical, for a stable answer).
@@ -209,7 +218,7 @@ def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[in
         )
         if options:
             corrected[i] = options[0][1]
-    return corrected
+    return corrected, {**dict(zip(terms, frequencies, strict=True)), **visible}
 
 
 def _names_nothing_visible(text: str, terms: list[str], frequencies: list[int]) -> bool:
@@ -421,22 +430,36 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
 
     vector = _query_vector(text)
     embedded = time.perf_counter()
+    # Where the server time goes, phase by phase (bench/recall.py reports these; cheap to keep).
+    phases: dict[str, float] = {}
+    mark = embedded
+
+    def lap(name: str) -> None:
+        nonlocal mark
+        now = time.perf_counter()
+        phases[f"{name}_ms"] = round((now - mark) * 1000, 3)
+        mark = now
 
     rule = statistics_rule(principal)
     terms, weights, common, frequencies = _term_weights(rule, query_terms(text))
-    corrected = _correct_typos(rule, terms, frequencies)
+    corrected, counted = _correct_typos(rule, terms, frequencies)
     if corrected != terms:
-        terms, weights, common, frequencies = _term_weights(rule, corrected)
+        terms, weights, common, frequencies = _term_weights(rule, corrected, counted)
+    lap("terms")
+    # Dense and lexical candidates, scored, in one statement. Chunks of one memory (and earlier
+    # versions) crowd each other out of the dense ones; widen until `limit` current memories or
+    # nothing more.
     k = max(query.limit * 4, 40)
-    dense = sql.dense_hits(vector, where, k, exact=exact) if scope_ids else []
-    # Chunks of one memory (and earlier versions) crowd each other out; widen until `limit`
-    # current memories or nothing more.
-    while len({h.memory_id for h in dense if not h.superseded}) < query.limit and len(dense) == k and k < 2000:
+    scored: list[sql.ScoredChunk] = []
+    while scope_ids:
+        scored = sql.retrieve(
+            vector, terms, weights, where, dense_k=k, lexical_k=max(query.limit * 4, 40), common=common, exact=exact
+        )
+        dense = [chunk for chunk in scored if chunk.from_dense]
+        if len({c.memory_id for c in dense if not c.superseded}) >= query.limit or len(dense) < k or k >= 2000:
+            break
         k *= 4
-        dense = sql.dense_hits(vector, where, k, exact=exact)
-    lexical = sql.lexical_hits(terms, weights, where, max(query.limit * 4, 40), common=common) if scope_ids else []
-    candidates = list(dict.fromkeys([h.chunk_id for h in dense] + lexical))
-    scored = sql.score_chunks(candidates, vector, terms, where)
+    lap("retrieve")
 
     params = scoring.PARAMS
     score = _Scorer(
@@ -447,7 +470,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         _selective_weights(terms, weights, frequencies, scored),
     )
     best, earlier = _fold(scored, score)
+    lap("fold")
     best = _lead_to_current_versions(best, earlier, score, vector, terms, where)
+    lap("versions")
 
     # Only the strongest candidates can be in the pool: load their memories, not every candidate's
     # (a wide dense pool brings ~100+ memories, and loading them was a large share of the time).
@@ -467,7 +492,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         if len(pool) >= size:
             break
     pool = pool[:size]
+    lap("pool")
     effective = _share_between_versions(pool, params.version_similarity, score.selective)
+    lap("share")
     top = max(effective, default=0.0)
     kept = [(pair, strength) for pair, strength in zip(pool, effective, strict=True) if strength >= params.min_share * top]
     pool, effective = [pair for pair, _ in kept], [strength for _, strength in kept]
@@ -476,33 +503,37 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     # every candidate's absolute match says so. Uniform, so the ranking does not move.
     unmatched = _names_nothing_visible(text, terms, frequencies)
     absent = 1.0 - params.miss_penalty if unmatched else 1.0
-    via_ids = [c.earlier_version_id for _m, c in pool if c.earlier_version_id is not None]
+    # Rank first, then build results (snippets, earlier versions) for the `limit` returned only.
+    ranked_pool: list[tuple[float, float, float, Memory, _Candidate, float]] = []
+    for (memory, candidate), strength in zip(pool, effective, strict=True):
+        rel = scoring.spread(strength, top, params.spread_power)
+        rec = scoring.recency(memory.valid_from, moment, half_life)
+        ranked_pool.append((round(scoring.final_score(mode, rel, rec), 6), round(rel, 6), rec, memory, candidate, strength))
+    ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
+    returned = ranked_pool[: query.limit]
+    via_ids = [c.earlier_version_id for *_rest, c, _strength in returned if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
         if via_ids
         else {}
     )
-    hits: list[RecallHit] = []
-    for (memory, candidate), strength in zip(pool, effective, strict=True):
-        rel = scoring.spread(strength, top, params.spread_power)
-        rec = scoring.recency(memory.valid_from, moment, half_life)
-        hits.append(
-            RecallHit(
-                memory=memory,
-                score=round(scoring.final_score(mode, rel, rec), 6),
-                relevance=round(rel, 6),
-                recency=round(rec, 6),
-                snippet=_snippet(candidate.chunk.text, terms),
-                chunk_index=candidate.chunk.index,
-                dense=round(candidate.dense, 6),
-                lexical=round(candidate.lexical, 6),
-                match=round(strength * absent, 6),
-                confidence=scoring.confidence(strength * absent),
-                earlier_version=via.get(candidate.earlier_version_id),
-            )
+    hits = [
+        RecallHit(
+            memory=memory,
+            score=score_value,
+            relevance=relevance,
+            recency=round(rec, 6),
+            snippet=_snippet(candidate.chunk.text, terms),
+            chunk_index=candidate.chunk.index,
+            dense=round(candidate.dense, 6),
+            lexical=round(candidate.lexical, 6),
+            match=round(strength * absent, 6),
+            confidence=scoring.confidence(strength * absent),
+            earlier_version=via.get(candidate.earlier_version_id),
         )
-    hits.sort(key=lambda h: (-h.score, -h.relevance, -h.memory.valid_from.timestamp(), str(h.memory.pk)))
-    hits = hits[: query.limit]
+        for score_value, relevance, rec, memory, candidate, strength in returned
+    ]
+    lap("rank")
     finished = time.perf_counter()
     if audit:
         record(
@@ -525,5 +556,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     return RecallResult(
         hits=hits,
         took_ms=round((time.perf_counter() - started) * 1000, 1),
-        timings={"embed_ms": round((embedded - started) * 1000, 2), "search_ms": round((finished - embedded) * 1000, 2)},
+        timings={
+            "embed_ms": round((embedded - started) * 1000, 2),
+            "search_ms": round((finished - embedded) * 1000, 2),
+            **phases,
+        },
     )
