@@ -103,7 +103,8 @@ def build_world(memories: list[dict[str, Any]]) -> tuple[Any, dict[str, str], fl
             "category": item["category"],
             "source": item["source"],
             "source_url": item.get("source_url") or "",
-            "author_name": item.get("author_name") or "",
+            # No author_name: over REST a memory is cited as its writer's (only imports and connectors
+            # state another author), and ranking never reads author names.
             "tags": item.get("tags") or [],
             "valid_from": (now - timedelta(days=item["age_days"])).isoformat(),
         }
