@@ -227,3 +227,20 @@ def test_a_scope_the_caller_cannot_see_is_a_404_like_a_missing_one(
 def test_a_repeated_wait_query_parameter_is_refused(acme: dict[str, Any], api: Callable[..., Any]) -> None:
     response = api(acme["employee"]).post("/api/memories/extract-decisions?wait=null&wait=null", {"summary": "We decided."})
     assert_envelope(response, 400, "INVALID_WAIT")
+
+
+@pytest.mark.django_db
+def test_an_empty_extract_decisions_body_is_documented_as_refused_and_is(
+    openapi: dict[str, Any], acme: dict[str, Any], api: Callable[..., Any]
+) -> None:
+    # The body needs a summary or a transcript (anyOf), so an absent body is not schema-valid either.
+    body = openapi["paths"]["/api/memories/extract-decisions"]["post"]["requestBody"]
+    assert body["required"] is True
+    assert_envelope(api(acme["employee"]).post("/api/memories/extract-decisions"), 400, "EMPTY_INPUT")
+
+
+def test_extract_decisions_documents_its_bounded_wait(openapi: dict[str, Any]) -> None:
+    operation = openapi["paths"]["/api/memories/extract-decisions"]["post"]
+    [wait] = [p for p in operation["parameters"] if p["name"] == "wait"]
+    assert (wait["schema"]["minimum"], wait["schema"]["maximum"]) == (0, 60)
+    assert {"200", "202"} <= set(operation["responses"])
