@@ -277,6 +277,7 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
     # Outcomes in file order: a line that failed to parse waits for the drafts before it.
     batch: list[ItemOutcome | tuple[str, MemoryDraft]] = []
     versions: list[_Version] = []  # lines of supersession chains, imported once the whole file is read
+    seen_ids: set[str] = set()
     with handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -297,10 +298,15 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
                         fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id"))
                     )
                     version = _version(label, fields, draft)
-                    if version is not None:
-                        versions.append(version)
-                    else:
+                    if version is None:
                         batch.append((label, draft))
+                    elif version.export_id in seen_ids:
+                        raise ValidationFailed(
+                            f"Another line of this file has the id {version.export_id!r}.", error_code="DUPLICATE_ID"
+                        )
+                    else:
+                        seen_ids.add(version.export_id)
+                        versions.append(version)
             except CortexError as exc:
                 batch.append(_failed(label, exc))
             if sum(1 for entry in batch if isinstance(entry, tuple)) >= JSONL_BATCH:
@@ -432,6 +438,8 @@ def _import_chains(principal: Principal, versions: Sequence[_Version]) -> Iterat
 
 def _import_chain(principal: Principal, chain: Sequence[_Version]) -> list[ItemOutcome]:
     by_id = {v.export_id: v for v in chain}
+    # Only memories this import wrote (or wrote on an earlier run: the same idempotency key) are
+    # linked or retired; a line deduplicated onto someone else's memory leaves that memory as it is.
     stored: dict[str, Memory] = {}
     outcomes: list[ItemOutcome] = []
     for version in chain:
@@ -446,10 +454,12 @@ def _import_chain(principal: Principal, chain: Sequence[_Version]) -> list[ItemO
             result = memory_create(principal=principal, draft=version.draft, supersedes=older if follows else None)
         except CortexError as exc:
             raise _ChainFailed(_failed(version.label, exc)) from None
-        stored[version.export_id] = result.memory
+        if result.memory.idempotency_key == version.draft.idempotency_key and result.memory.created_by_id == principal.user.pk:
+            stored[version.export_id] = result.memory
         outcomes.append(_outcome(version.label, result))
     for version in chain:
-        _complete_links(principal, version, stored)
+        if version.export_id in stored:
+            _complete_links(principal, version, stored)
     return outcomes
 
 

@@ -227,3 +227,27 @@ def test_a_members_history_export_links_only_to_versions_they_may_read(
     assert [(line["content"], line["supersedes"]) for line in lines] == [("Launch in spring.", None)]
     assert str(secret.pk) not in json.dumps(lines)
     assert [line["supersedes"] for line in everything if line["id"] == str(shared.pk)] == [str(secret.pk)]
+
+
+def test_a_version_equal_to_someone_elses_memory_never_retires_it(
+    org: Organization,
+    writer: Membership,
+    fresh: Organization,
+    importer: Membership,
+    make_member: Callable[..., Membership],
+    tmp_path: Path,
+) -> None:
+    history(writer)
+    export_all(org, tmp_path / "all.jsonl")
+    colleague = make_member(fresh, "Manager", grants={"engineering": True})
+    theirs = memory_create(
+        principal=principal(colleague), draft=MemoryDraft(content="Deploys on Tuesdays.", scope="engineering")
+    ).memory
+
+    out = import_(tmp_path / "all.jsonl", fresh, importer)
+
+    assert "8 created, 1 deduplicated, 0 failed" in out
+    theirs.refresh_from_db()
+    assert (theirs.status, theirs.superseded_by_id, theirs.supersedes_id) == ("active", None, None)
+    # The rest of that chain is still linked among the versions the import wrote.
+    assert ("Deploys on Thursdays.", "superseded", None, "Deploys on Fridays, never.") in chains(fresh)
