@@ -282,14 +282,17 @@ def app_user() -> tuple[str | None, str]:
                 f"{user} cannot reach {path} ({blocked} is mode {mode:04o}, owner {blocked.owner()}), "
                 "so web, worker and beat stay root; see docs/reliability.md, Security"
             )
-    probe = subprocess.run(  # noqa: S603 - our own interpreter
-        [PYTHON, "-c", "import celery, django, uvicorn, cortex_site"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-        **_run_as(user),
-    )
+    try:
+        probe = subprocess.run(  # noqa: S603 - our own interpreter
+            [PYTHON, "-c", "import celery, django, uvicorn, cortex_site"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            **_run_as(user),
+        )
+    except OSError as exc:
+        return None, f"{user} cannot run {PYTHON} ({exc.strerror}), so web, worker and beat stay root"
     if probe.returncode != 0:
         last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
         return None, f"{user} cannot import Cortex ({last}), so web, worker and beat stay root"
