@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -23,18 +25,23 @@ def test_not_root_nothing_is_switched_and_nothing_is_said() -> None:
 
 
 @as_root
-def test_a_root_only_directory_on_the_way_is_named(tmp_path: Path) -> None:
-    closed = tmp_path / "closed"
-    (closed / "inner").mkdir(parents=True)
-    target = closed / "inner" / "python"
-    target.write_text("")
-    tmp_path.chmod(0o755)
-    closed.chmod(0o700)
+def test_a_root_only_directory_on_the_way_is_named() -> None:
+    # Not under pytest's tmp_path: its base directories are 0700 themselves.
+    base = Path(tempfile.mkdtemp(prefix="cortex-run-as-", dir="/tmp"))
+    try:
+        base.chmod(0o755)
+        closed = base / "closed"
+        (closed / "inner").mkdir(parents=True)
+        target = closed / "inner" / "python"
+        target.write_text("")
+        closed.chmod(0o700)
 
-    assert _unreachable(target, SERVICE_USER) == closed
+        assert _unreachable(target, SERVICE_USER) == closed
 
-    closed.chmod(0o711)  # search only: passing through is all the user needs
-    assert _unreachable(target, SERVICE_USER) is None
+        closed.chmod(0o711)  # search only: passing through is all the user needs
+        assert _unreachable(target, SERVICE_USER) is None
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @as_root
