@@ -118,8 +118,10 @@ def drive(
             **(extra_env or {}),
         )
         for phase in phases:
-            # Tasks left in the broker by an earlier phase name rows of another database.
-            redis.Redis.from_url(base["REDIS_URL"]).flushall()
+            # Tasks left in the broker by an earlier phase name rows of another database. Every
+            # database by FLUSHDB: the embedded Redis has FLUSHALL disabled (cortex_site/embedded.py).
+            for number in range(16):
+                redis.Redis.from_url(base["REDIS_URL"], db=number).flushdb()
             env = {**base, "DATABASE_URL": database_url(base["DATABASE_URL"], f"cortex_rel_{step}_{phase[0]}")}
             results.append(run_phase(script, env, *phase))
     return results
