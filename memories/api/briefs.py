@@ -20,7 +20,7 @@ from cortex_site.api_schema import NOT_BLANK
 from cortex_site.errors import ValidationFailed
 from memories.api.memories import write_response
 from memories.api.principal import request_principal
-from memories.interchange.inputs import StrictSerializer
+from memories.interchange.inputs import StrictSerializer, tag_list
 from memories.interchange.representation import iso
 from memories.models import Job
 from memories.selectors.jobs import job_for
@@ -206,7 +206,9 @@ class MeetingBriefInput(StrictSerializer):
     attendees = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
     scope = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     clearance_min = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    # The memory's tags, read as a memory's are (normalise_tags): the schema states that rule, so a tag
+    # it allows is never refused as INVALID_TAGS.
+    tags = tag_list(required=False)
     summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     transcript = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     decisions = DecisionInput(many=True, required=False)

@@ -244,3 +244,23 @@ def test_extract_decisions_documents_its_bounded_wait(openapi: dict[str, Any]) -
     [wait] = [p for p in operation["parameters"] if p["name"] == "wait"]
     assert (wait["schema"]["minimum"], wait["schema"]["maximum"]) == (0, 60)
     assert {"200", "202"} <= set(operation["responses"])
+
+
+def test_meeting_brief_tags_are_documented_as_a_memorys_tags(openapi: dict[str, Any]) -> None:
+    # schemathesis found a schema-valid tag (control characters) refused as INVALID_TAGS.
+    schemas = openapi["components"]["schemas"]
+    assert schemas["MeetingBriefInputRequest"]["properties"]["tags"] == schemas["MemoryCreateInputRequest"]["properties"]["tags"]
+
+
+@pytest.mark.django_db
+def test_a_meeting_brief_tag_outside_the_documented_pattern_is_a_400_and_stores_nothing(
+    acme: dict[str, Any], api: Callable[..., Any]
+) -> None:
+    from memories.models import Memory
+
+    before = Memory.objects.count()
+    response = api(acme["employee"]).post(
+        "/api/meeting-briefs", {"title": "Standup", "summary": "We decided to ship.", "tags": ["U\x1dB\x1b S"]}
+    )
+    assert_envelope(response, 400, "VALIDATION_ERROR")
+    assert Memory.objects.count() == before
