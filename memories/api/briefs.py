@@ -18,7 +18,7 @@ from rest_framework.views import APIView
 from cortex_site.api import error_response, query_int
 from cortex_site.api_schema import NOT_BLANK
 from cortex_site.errors import ValidationFailed
-from memories.api.memories import write_response
+from memories.api.memories import WriteOutput, write_response
 from memories.api.principal import request_principal
 from memories.interchange.inputs import StrictSerializer, tag_list
 from memories.interchange.representation import iso
@@ -219,7 +219,9 @@ class MeetingBriefCreateView(APIView):
     @extend_schema(
         summary="Save a meeting brief: summary, kept decisions and transcript become one `meeting` memory",
         request=MeetingBriefInput,
-        responses={201: dict},
+        description="201 with the new memory; 200 with the existing one when it is a replay of the same "
+        "`idempotency_key` or the same content is already stored in that scope (`deduplicated: true`).",
+        responses={201: WriteOutput, 200: WriteOutput},
     )
     def post(self, request: Request) -> Response:
         principal = request_principal(request)
