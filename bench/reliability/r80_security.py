@@ -271,6 +271,10 @@ def _overlay_interpreter() -> str | None:
     site_packages = next((Path(sys.prefix) / "lib").glob("python*/site-packages"))
     target = next(venv.glob("lib/python*/site-packages"))
     (target / "cortex-overlay.pth").write_text(f"import site; site.addsitedir({str(site_packages)!r})\n")
+    # Debian's 3.11 may be older than 3.11.3, where redis-py still needs async-timeout (not in this venv).
+    subprocess.run(
+        [PYTHON, "-m", "pip", "install", "-q", "--target", str(target), "async-timeout"], check=False, capture_output=True
+    )
     return str(venv / "bin" / "python")
 
 
@@ -302,7 +306,8 @@ def runner_users(python: str, *, as_user: str | None = None) -> tuple[str, str]:
                     healthy = f"/healthz {answer.status_code}"
                 except httpx.HTTPError:
                     time.sleep(0.5)
-            for child in psutil.Process(runner.pid).children(recursive=True):
+            children = psutil.Process(runner.pid).children(recursive=True) if runner.poll() is None else []
+            for child in children:
                 line = " ".join(child.cmdline())
                 role = "web" if "uvicorn" in line else None
                 if "celery" in line:
