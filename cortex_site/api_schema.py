@@ -86,6 +86,16 @@ class CortexAutoSchema(AutoSchema):
             schema.update(getattr(serializer, "schema_extra", {}))
         return schema
 
+    def _get_request_for_media_type(self, serializer: Any, direction: Any = "request") -> tuple[Any, bool]:
+        schema, required = super()._get_request_for_media_type(serializer, direction)
+        # drf-spectacular marks a body required only when a property is; a serializer whose
+        # `schema_extra` asks for one property of several (anyOf, each branch with `required`)
+        # refuses an empty body just the same, so the body is required.
+        branches = getattr(serializer, "schema_extra", {}).get("anyOf") or []
+        if branches and all(branch.get("required") for branch in branches):
+            required = True
+        return schema, required
+
     def _map_serializer_field(self, field: Any, direction: Any, bypass_extensions: bool = False) -> Any:
         # _insert_field_validators (called right after, for this field) is not told the direction.
         self._cortex_direction = direction

@@ -40,8 +40,17 @@ from typing import IO
 from urllib.parse import urlsplit
 
 from cortex_site import running
-from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, _pid_alive, secure_home
-from cortex_site.env import cortex_home, ensure_secret_key
+from cortex_site.embedded import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedServiceError,
+    _pid_alive,
+    _run_as,
+    _service_ids,
+    _service_user,
+    secure_home,
+)
+from cortex_site.env import cortex_home, ensure_secret_key, read_secret_key
 from cortex_site.queues import UnknownQueueError, worker_queues
 
 PYTHON = sys.executable
@@ -257,16 +266,78 @@ def supervised_commands(home: Path, *, dev: bool = False) -> dict[str, list[str]
     }
 
 
+def _unreachable(path: Path, user: str) -> Path | None:
+    """The first directory on the way to `path` that `user` may not pass (no search bit for it), if any."""
+    uid, gid = _service_ids(user)
+    for directory in [*reversed(path.parents)]:
+        info = directory.stat()
+        bit = 0o100 if info.st_uid == uid else 0o010 if info.st_gid == gid else 0o001
+        if not info.st_mode & bit:
+            return directory
+    return None
+
+
+def app_user() -> tuple[str | None, str]:
+    """Who web, worker and beat run as: as root, the unprivileged service user, if it can run Cortex.
+
+    (user, "") to drop privileges; (None, why) to stay root — why is empty when we are not root.
+    The service user already runs PostgreSQL and Redis, and the children hold both servers'
+    passwords (in DATABASE_URL / REDIS_URL), so running them as that user grants it nothing its
+    credentials do not; root's rights are what is given up. It needs the interpreter, the virtual
+    environment and this source tree (read), CORTEX_HOME (enter; the secret key reaches the
+    children in their environment) and a directory of its own for beat's schedule and caches.
+    """
+    user = _service_user()
+    if user is None:
+        return None, ""
+    interpreter = Path(os.path.realpath(PYTHON))
+    for path in (interpreter, ROOT / "manage.py"):
+        blocked = _unreachable(path, user)
+        if blocked is not None:
+            mode = blocked.stat().st_mode & 0o777
+            return None, (
+                f"{user} cannot reach {path} ({blocked} is mode {mode:04o}, owner {blocked.owner()}), "
+                "so web, worker and beat stay root; see docs/reliability.md, Security"
+            )
+    try:
+        probe = subprocess.run(  # noqa: S603 - our own interpreter
+            [PYTHON, "-c", "import celery, django, uvicorn, cortex_site"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+            **_run_as(user),
+        )
+    except OSError as exc:
+        return None, f"{user} cannot run {PYTHON} ({exc.strerror}), so web, worker and beat stay root"
+    if probe.returncode != 0:
+        last = (probe.stderr.strip().splitlines() or ["no output"])[-1]
+        return None, f"{user} cannot import Cortex ({last}), so web, worker and beat stay root"
+    return user, ""
+
+
+def app_home(home: Path, user: str) -> Path:
+    """The service user's own directory under CORTEX_HOME (0700): beat's schedule, HOME for caches."""
+    path = home / "app"
+    (path / "run").mkdir(parents=True, exist_ok=True)
+    owner = _service_ids(user)
+    for directory in (path, path / "run", *(path / "run").iterdir()):
+        os.chown(directory, *owner)
+        directory.chmod(0o700 if directory.is_dir() else 0o600)
+    return path
+
+
 class Supervisor:
     """Runs child processes until one dies or we are told to stop; then stops them all."""
 
-    def __init__(self) -> None:
+    def __init__(self, user: str | None = None) -> None:
         self.children: dict[str, subprocess.Popen[bytes]] = {}
         self.stopping = False
+        self.user = user  # as root: the children run as this unprivileged user (see app_user)
 
     def spawn(self, name: str, command: Sequence[str], env: dict[str, str]) -> None:
         # Own process group, so a terminal's Ctrl-C reaches us once and we stop children in order.
-        self.children[name] = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True)  # noqa: S603
+        self.children[name] = subprocess.Popen(command, env=env, cwd=ROOT, start_new_session=True, **_run_as(self.user))  # noqa: S603
 
     def request_stop(self, signum: int, _frame: object) -> None:
         self.stopping = True
@@ -375,7 +446,10 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
     ensure_dev_connector_key(home)
     lock = RunLock(home)
     lock.acquire()
-    supervisor = Supervisor()
+    user, why = app_user()
+    if why:
+        _say(f"warning: {why}")
+    supervisor = Supervisor(user)
     signal.signal(signal.SIGTERM, supervisor.request_stop)
     signal.signal(signal.SIGINT, supervisor.request_stop)
     try:
@@ -391,7 +465,15 @@ def cmd_run(args: argparse.Namespace, *, dev: bool = False) -> int:
                 _manage("cortex", "demo", "--first-start", env=env)
             if supervisor.stopping:
                 return 0
-            for name, command in supervised_commands(home, dev=dev).items():
+            commands = supervised_commands(home, dev=dev)
+            if user is not None:
+                # CORTEX_HOME's files stay root's: the key travels in the environment (readable
+                # only by the children's user and root), beat keeps its schedule in the user's own directory.
+                own = app_home(home, user)
+                env = {**env, "HOME": str(own), "SECRET_KEY": os.environ.get("SECRET_KEY") or read_secret_key(home) or ""}
+                commands["beat"] = beat_command(own)
+                _say(f"web, worker and beat run as {user}")
+            for name, command in commands.items():
                 supervisor.spawn(name, command, env)
             host, port = os.environ.get("HOST", "127.0.0.1"), os.environ.get("PORT", "8000")
             # Say "up" only once the web server accepts connections (it takes seconds to import).

@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parents[2]
 for extra in (ROOT, ROOT / "bench", ROOT / "tests"):
@@ -106,11 +105,10 @@ def drive(
             **(extra_env or {}),
         )
         for phase in phases:
-            # Tasks left in the broker by an earlier phase name rows of another database. FLUSHALL is
-            # disabled on the embedded Redis (cortex_site.embedded): empty each database Cortex uses.
-            server = urlsplit(base["REDIS_URL"])
-            for db in (0, 1, 2):  # broker, cache, results (settings.py)
-                redis.Redis.from_url(urlunsplit(server._replace(path=f"/{db}"))).flushdb()
+            # Tasks left in the broker by an earlier phase name rows of another database. Every
+            # database by FLUSHDB: the embedded Redis has FLUSHALL disabled (cortex_site/embedded.py).
+            for number in range(16):
+                redis.Redis.from_url(base["REDIS_URL"], db=number).flushdb()
             env = {**base, "DATABASE_URL": database_url(base["DATABASE_URL"], f"cortex_rel_{step}_{phase[0]}")}
             results.append(run_phase(script, env, *phase))
     return results

@@ -13,11 +13,13 @@ server and worker up and a client writing over HTTP all along ("a running instan
    its row in the source — id, scope, clearance, tags, status, valid_from/valid_until, created_at,
    supersedes/superseded_by, content hash — and every memory written before the dump began must be
    there; then `cortex audit verify --all` must pass on the restored database.
-2. **export → import**: `cortex export --org` (the operator's JSONL of the active memories) imported
-   with `cortex import` into a freshly migrated empty database where the same organization, scopes
-   and person were created with the CLI. Every active memory must come back with its title,
-   content, scope, clearance, tags and validity. Supersession links are counted, not required:
-   the import skips history lines, so a restored chain starts at the current version (see README).
+2. **export → import**: `cortex export --org --status all` (the operator's JSONL of every memory
+   with its supersession links) imported with `cortex import` into a freshly migrated empty
+   database where the same organization, scopes and person were created with the CLI. Every active
+   memory must come back with its title, content, scope, clearance, tags and validity; every
+   superseded version too, with the same links (memories are matched by title and content hash,
+   ids differ between the two databases; the redacted one is not imported, so a link to it is
+   expected to be empty); and importing the same file again must change nothing.
 """
 
 from __future__ import annotations
@@ -155,7 +157,7 @@ def phase_backup(count: int) -> dict[str, Any]:
         pg("pg_restore", "-h", socket_dir, "-U", user, "-d", restored, "--no-owner", str(dump))
         restore_s = time.monotonic() - started
         export_file = dumps / "export.jsonl"
-        exported = manage(source_url, "cortex", "export", "--org", "backup", "--output", str(export_file))
+        exported = manage(source_url, "cortex", "export", "--org", "backup", "--status", "all", "--output", str(export_file))
     source, back = rows(source_url, "backup"), rows(restored_url, "backup")
     verify = manage(restored_url, "cortex", "audit", "verify", "--all")
 
@@ -172,15 +174,23 @@ def phase_backup(count: int) -> dict[str, Any]:
     failed_steps = [
         " ".join(step) + ": " + (o.stderr.strip()[-300:]) for step, o in zip(steps, outcomes, strict=True) if o.returncode
     ]
+    after_first = rows(imported_url, "backup")
+    again = manage(imported_url, *steps[-1])
+    after_again = rows(imported_url, "backup")
 
     def shape(table: dict[str, tuple[Any, ...]]) -> dict[tuple[str, str], tuple[Any, ...]]:
         # (title, content hash) → scope, clearance, sorted tags, valid_from, valid_until, for active memories
         return {(r[10], r[9]): (r[0], r[1], sorted(r[2]), r[4], r[5]) for r in table.values() if r[3] == "active"}
 
+    def links(table: dict[str, tuple[Any, ...]]) -> dict[tuple[str, str], tuple[Any, ...]]:
+        # (title, content hash) → status, and the (title, content hash) of the versions it supersedes
+        # and is superseded by, for every memory but the redacted ones (never imported).
+        key = {k: (r[10], r[9]) for k, r in table.items() if r[3] != "redacted"}
+        return {key[k]: (r[3], key.get(r[7]), key.get(r[8])) for k, r in table.items() if k in key}
+
     active_source = shape(source)
-    active_imported = shape(rows(imported_url, "backup"))
-    links_source = sum(1 for r in source.values() if r[3] == "active" and r[7])
-    links_imported = sum(1 for r in rows(imported_url, "backup").values() if r[3] == "active" and r[7])
+    active_imported = shape(after_first)
+    links_source, links_imported = links(source), links(after_first)
     with psycopg.connect(admin_url, autocommit=True) as admin:
         for database in (restored, imported):
             admin.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
@@ -195,6 +205,8 @@ def phase_backup(count: int) -> dict[str, Any]:
         "export succeeded": exported.returncode == 0,
         "import steps succeeded": not failed_steps,
         "every active memory imported with scope, clearance, tags and validity": active_imported == active_source,
+        "every version imported with its supersession links": links_imported == links_source,
+        "importing the same export again changes nothing": again.returncode == 0 and after_again == after_first,
     }
     return {
         "memories": len(source),
@@ -208,8 +220,12 @@ def phase_backup(count: int) -> dict[str, Any]:
         "dump_bytes": dump_bytes,
         "verify": (verify.stdout.strip() or verify.stderr.strip())[-300:],
         "active_imported": len(active_imported),
-        "links_source": links_source,
-        "links_imported": links_imported,
+        "versions_source": len(links_source),
+        "versions_imported": len(links_imported),
+        "links_source": sum(1 for r in links_source.values() if r[1] or r[2]),
+        "links_imported": sum(1 for r in links_imported.values() if r[1] or r[2]),
+        "links_equal": sum(1 for k, r in links_source.items() if (r[1] or r[2]) and links_imported.get(k) == r),
+        "again": (again.stdout.strip() or again.stderr.strip())[-200:],
         "failed_steps": failed_steps,
         "checks": checks,
     }
@@ -224,9 +240,11 @@ def describe(r: dict[str, Any]) -> str:
         f"**pg_dump / pg_restore**: dump of the live database {r['dump_s']} s ({r['dump_bytes'] / 1e6:.1f} MB, custom format), "
         f"restore {r['restore_s']} s; {r['before_dump']} memories existed when the dump began, {r['restored']} restored; "
         f"`cortex audit verify --all` on the restored database: {r['verify']!r}.\n\n"
-        f"**cortex export → cortex import**: {r['active_imported']} of {r['active']} active memories back. Active memories "
-        f"with a `supersedes` link: {r['links_source']} in the source, {r['links_imported']} after the import (the import "
-        f"skips history lines, so chains are not carried; use the dump to keep them).\n\n{checks}{failed}"
+        f"**cortex export --status all → cortex import**: {r['active_imported']} of {r['active']} active memories back; "
+        f"{r['versions_imported']} of {r['versions_source']} versions (active and superseded; the redacted one is not "
+        f"imported); memories taking part in a supersession link: {r['links_source']} in the source, "
+        f"{r['links_imported']} after the import, {r['links_equal']} with the same status and links. Importing the same "
+        f"file again: {r['again']!r}.\n\n{checks}{failed}"
     )
 
 

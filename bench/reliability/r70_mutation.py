@@ -340,6 +340,54 @@ NAMED_MUTANTS += [
         survivor=("memories/access.py", r"NumberReplacer$", r"\.total_seconds\(\) > 60:"),
     ),
 ]
+# The five survivors still unexplained after those (issue 18, hardening): an exception clause "replaced"
+# here catches ZeroDivisionError, which nothing in the block raises — as cosmic-ray's ExceptionReplacer
+# does with an exception class of its own.
+_GUARD_TESTS = "tests/memories/embeddings/test_signature_guard.py"
+NAMED_MUTANTS += [
+    NamedMutant(
+        "signature guard: stored signature compared with > (cosmic-ray survivor)",
+        (
+            (
+                "memories/embeddings/store.py",
+                "if (stored.provider, stored.model, stored.dim) != signature_of(embedder):",
+                "if (stored.provider, stored.model, stored.dim) > signature_of(embedder):",
+            ),
+        ),
+        (f"{_GUARD_TESTS}::test_a_model_sorting_after_the_stored_one_is_refused_too",),
+        survivor=("memories/embeddings/store.py", r"ReplaceComparisonOperator_NotEq_Gt$", r"!= signature_of\(embedder\):"),
+    ),
+    NamedMutant(
+        "embed_for_store no longer catches EmbeddingUnavailable (cosmic-ray survivor)",
+        (("memories/embeddings/store.py", "except EmbeddingUnavailable as exc:", "except ZeroDivisionError as exc:"),),
+        (f"{_GUARD_TESTS}::test_a_provider_that_cannot_or_will_not_embed_answers_503_and_stores_nothing",),
+        survivor=("memories/embeddings/store.py", r"ExceptionReplacer$", r"except EmbeddingUnavailable as exc:"),
+    ),
+    NamedMutant(
+        "embed_for_store no longer catches EmbeddingFailed (cosmic-ray survivor)",
+        (("memories/embeddings/store.py", "except EmbeddingFailed as exc:", "except ZeroDivisionError as exc:"),),
+        (f"{_GUARD_TESTS}::test_a_provider_that_cannot_or_will_not_embed_answers_503_and_stores_nothing",),
+        survivor=("memories/embeddings/store.py", r"ExceptionReplacer$", r"except EmbeddingFailed as exc:"),
+    ),
+    NamedMutant(
+        "Slack: a timestamp that is not a number no longer caught (cosmic-ray survivor)",
+        (("connectors/sources/slack/source.py", "        except ValueError:\n", "        except ZeroDivisionError:\n"),),
+        ("tests/connectors/slack/test_slack_events.py::test_unsigned_stale_or_forged_requests_are_refused_before_parsing",),
+        survivor=("connectors/sources/slack/source.py", r"ExceptionReplacer$", r"except ValueError:"),
+    ),
+    NamedMutant(
+        "can_read_memory: a memory no longer active readable in lists (cosmic-ray survivor)",
+        (
+            (
+                "memories/access.py",
+                'if memory.status != "active":\n            return False',
+                'if memory.status != "active":\n            return True',
+            ),
+        ),
+        ("tests/memories/test_access.py::test_a_version_no_longer_active_is_readable_as_history_only",),
+        survivor=("memories/access.py", r"ReplaceFalseWithTrue$", r"^\s*return False$"),
+    ),
+]
 
 
 def killed_since(module: str, operator: str, source: str) -> str:

@@ -8,6 +8,10 @@
 3. Embedded PostgreSQL and Redis started in a fresh CORTEX_HOME: file modes, password
    authentication, Redis administrative commands, the user each server runs as, and (when run as
    root) what a second local user (`nobody`) can open.
+4. `python -m cortex_site.runner run` (what `make run` starts) in a fresh CORTEX_HOME, until
+   /healthz answers, then stopped: the user web, worker and beat run as, and what the runner said
+   — with this virtual environment's interpreter, and (as root) with one outside /root built from
+   /usr/bin/python3 over the same site-packages, as root and as an unprivileged user.
 
 Writes section `security` of docs/reliability.md.
 
@@ -21,10 +25,13 @@ import os
 import pwd
 import re
 import shutil
+import signal
+import socket
 import stat
 import subprocess
 import sys
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -35,6 +42,19 @@ from reliability.report import write_section  # noqa: E402
 
 PYTHON = sys.executable
 PIP_AUDIT = Path(PYTHON).parent / "pip-audit"
+ROOT_NOTE = (
+    "As root, `make run` runs web, worker and beat as the unprivileged service user that already runs "
+    "PostgreSQL and Redis (`cortex_site/runner.py: app_user`): they hold both servers' passwords anyway, so that "
+    "user gains nothing from them but root's rights are gone; the secret key reaches them in their environment and "
+    "beat keeps its schedule in `$CORTEX_HOME/app/` (0700, theirs), so the files of CORTEX_HOME stay root's 0600. "
+    "It needs to reach the interpreter, the venv and the source tree. **When it cannot, they stay root and the runner "
+    "says why**: a venv does not copy Python — `.venv/bin/python` is a link to the interpreter it was made from, "
+    "whose standard library stays there — and on this machine that is `/root/.pyenv/versions/…/python3.11` under "
+    "`/root`, mode 0700, which no other user may enter (`runuser -u embedded_postgres -- .venv/bin/python` fails "
+    "with Permission denied). Cortex does not open `/root` itself (it is the machine's). Build the venv from an "
+    "interpreter other users can reach (`/usr/bin/python3 -m venv .venv`, or one under `/opt`) and the drop "
+    "happens — the rows with the `/usr/bin/python3` venv above show it, as root and as a normal user."
+)
 
 
 # -- 1. dependency audit -------------------------------------------------------------------------------
@@ -234,7 +254,111 @@ def embedded_services() -> str:
     return "\n".join(lines)
 
 
+def _overlay_interpreter() -> str | None:
+    """A venv from /usr/bin/python3 (same minor version) that reads this environment's site-packages: an
+    interpreter the service user can reach when this one lives under a root-only directory."""
+    system = Path("/usr/bin/python3")
+    if not system.exists():
+        return None
+    version = subprocess.run(
+        [str(system), "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+    )
+    if version.stdout.strip() != str(sys.version_info[:2]):
+        return None
+    venv = Path(tempfile.mkdtemp(prefix="r80-venv-", dir="/tmp"))
+    os.chmod(venv, 0o755)  # noqa: S103 - the service user must reach the interpreter; it holds no secret
+    subprocess.run([str(system), "-m", "venv", "--without-pip", str(venv)], check=True)
+    site_packages = next((Path(sys.prefix) / "lib").glob("python*/site-packages"))
+    target = next(venv.glob("lib/python*/site-packages"))
+    (target / "cortex-overlay.pth").write_text(f"import site; site.addsitedir({str(site_packages)!r})\n")
+    # Debian's 3.11 may be older than 3.11.3, where redis-py still needs async-timeout (not in this venv).
+    subprocess.run(
+        [PYTHON, "-m", "pip", "install", "-q", "--target", str(target), "async-timeout"], check=False, capture_output=True
+    )
+    return str(venv / "bin" / "python")
+
+
+def runner_users(python: str, *, as_user: str | None = None) -> tuple[str, str]:
+    """Start the runner as `make run` does, wait for /healthz, stop it: (users of web/worker/beat, what it said)."""
+    import httpx
+    import psutil
+
+    home = Path(tempfile.mkdtemp(prefix="r80-run-", dir="/tmp"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "REDIS_URL", "SECRET_KEY", "CORTEX_CONNECTOR_KEY"}}
+    env.update(CORTEX_HOME=str(home), CORTEX_DEMO="0", CORTEX_EMBEDDER="hash", HOST="127.0.0.1", PORT=str(port))
+    command = [python, "-m", "cortex_site.runner", "run"]
+    if as_user is not None:
+        os.chown(home, *(pwd.getpwnam(as_user)[2:4]))
+        command = ["runuser", "-u", as_user, "--", *command]
+    log = home.parent / f"{home.name}.log"
+    users: dict[str, str] = {}
+    with log.open("w") as out:
+        runner = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 300
+            healthy = ""
+            while time.monotonic() < deadline and runner.poll() is None and not healthy:
+                try:
+                    answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2)
+                    healthy = f"/healthz {answer.status_code}"
+                except httpx.HTTPError:
+                    time.sleep(0.5)
+            children = psutil.Process(runner.pid).children(recursive=True) if runner.poll() is None else []
+            for child in children:
+                line = " ".join(child.cmdline())
+                role = "web" if "uvicorn" in line else None
+                if "celery" in line:
+                    role = "worker" if " worker" in line else "beat" if " beat" in line else None
+                if role is not None:
+                    users.setdefault(role, child.username())
+        finally:
+            runner.send_signal(signal.SIGTERM)  # as a service manager stops `make run`; it stops its children in order
+            try:
+                runner.wait(90)
+            except subprocess.TimeoutExpired:
+                os.killpg(runner.pid, signal.SIGKILL)
+                runner.wait()
+    said = [line.removeprefix("cortex: ") for line in log.read_text().splitlines() if "warning:" in line or " run as " in line]
+    shutil.rmtree(home, ignore_errors=True)
+    log.unlink(missing_ok=True)
+    who = ", ".join(f"{role} {users.get(role, '?')}" for role in ("web", "worker", "beat"))
+    return f"{who}; {healthy or 'never healthy'}; exit {runner.returncode}", " ".join(said) or "nothing"
+
+
+def app_processes() -> str:
+    """Section 4: who web, worker and beat run as."""
+    rows = [
+        "| started as | interpreter | web, worker, beat run as; health; exit | the runner said |",
+        "| --- | --- | --- | --- |",
+    ]
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    interpreter = os.path.realpath(PYTHON)
+    rows.append(f"| {me} | `{interpreter}` | {' | '.join(runner_users(PYTHON))} |")
+    if os.geteuid() == 0:
+        overlay = _overlay_interpreter()
+        if overlay is None:
+            rows.append("| root | (no /usr/bin/python3 of the same version) | not tried | — |")
+        else:
+            try:
+                rows.append(f"| root | `/usr/bin/python3` venv | {' | '.join(runner_users(overlay))} |")
+                from cortex_site.embedded import SERVICE_USER
+
+                rows.append(
+                    f"| {SERVICE_USER} (not root) | `/usr/bin/python3` venv | "
+                    f"{' | '.join(runner_users(overlay, as_user=SERVICE_USER))} |"
+                )
+            finally:
+                shutil.rmtree(Path(overlay).parent.parent, ignore_errors=True)
+    return "\n".join(rows)
+
+
 def main() -> int:
+    print("== runner as root / as a user", flush=True)
+    processes = app_processes()
+    print(processes, flush=True)
     print("== embedded services", flush=True)
     services = embedded_services()
     print("== check --deploy", flush=True)
@@ -246,6 +370,12 @@ def main() -> int:
             "### Embedded PostgreSQL and Redis (a fresh CORTEX_HOME)",
             "",
             services,
+            "",
+            "### Web, worker and beat (`make run` as root and as a user)",
+            "",
+            processes,
+            "",
+            ROOT_NOTE,
             "",
             "### `manage.py check --deploy`",
             "",

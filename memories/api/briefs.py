@@ -18,9 +18,9 @@ from rest_framework.views import APIView
 from cortex_site.api import error_response, query_int
 from cortex_site.api_schema import NOT_BLANK
 from cortex_site.errors import ValidationFailed
-from memories.api.memories import write_response
+from memories.api.memories import WriteOutput, write_response
 from memories.api.principal import request_principal
-from memories.interchange.inputs import StrictSerializer
+from memories.interchange.inputs import StrictSerializer, tag_list
 from memories.interchange.representation import iso
 from memories.models import Job
 from memories.selectors.jobs import job_for
@@ -30,6 +30,9 @@ from memories.services.documents import check_size
 DEFAULT_WAIT_SECONDS = 20
 MAX_WAIT_SECONDS = 60
 POLL_SECONDS = 0.2
+# A job no worker has started by then will not be answered within the wait: no worker is free
+# (or none runs), so holding the request longer only ties up a web worker. Answer 202 instead.
+START_GRACE_SECONDS = 5.0
 
 
 # "A summary, a transcript, or both" (briefs refuse neither with EMPTY_INPUT), as JSON Schema.
@@ -100,11 +103,16 @@ def job_representation(job: Job) -> dict[str, Any]:
 
 
 def _wait_for(job: Job, seconds: float) -> Job:
-    """The job as it stands when it finished or `seconds` passed, whichever is first."""
-    deadline = time.monotonic() + seconds
+    """The job as it stands when it finished or `seconds` passed, whichever is first — or at once
+    when no worker has started it within START_GRACE_SECONDS (see there)."""
+    started = time.monotonic()
+    deadline = started + seconds
     while True:
         job.refresh_from_db()
-        if job.finished or time.monotonic() >= deadline:
+        now = time.monotonic()
+        if job.finished or now >= deadline:
+            return job
+        if job.status == Job.Status.QUEUED and now - started >= START_GRACE_SECONDS:
             return job
         time.sleep(POLL_SECONDS)
 
@@ -115,7 +123,9 @@ class ExtractDecisionsView(APIView):
     @extend_schema(
         summary="Extract grounded decisions from a meeting summary and/or transcript (a job)",
         description="JSON `{summary?, transcript?, wait?}`, or multipart with `summary` and a `file` (.txt, .md, .docx, .pdf). "
-        "Answers 200 with the result when the job finishes within `wait` seconds (default 20), else 202 with the job URL.",
+        "Answers 200 with the result when the job finishes within `wait` seconds (default 20, at most 60), else 202 with "
+        "the job URL (`Location`) to poll. A job no worker has started within 5 seconds is answered 202 at once: the "
+        "request is held longer only while a worker is running the job.",
         parameters=[
             OpenApiParameter(
                 "wait",
@@ -196,7 +206,9 @@ class MeetingBriefInput(StrictSerializer):
     attendees = serializers.ListField(child=serializers.CharField(max_length=100), required=False, max_length=100)
     scope = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     clearance_min = serializers.CharField(required=False, allow_blank=True, allow_null=True)
-    tags = serializers.ListField(child=serializers.CharField(allow_blank=True), required=False)
+    # The memory's tags, read as a memory's are (normalise_tags): the schema states that rule, so a tag
+    # it allows is never refused as INVALID_TAGS.
+    tags = tag_list(required=False)
     summary = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     transcript = serializers.CharField(required=False, allow_blank=True, trim_whitespace=False)
     decisions = DecisionInput(many=True, required=False)
@@ -207,7 +219,9 @@ class MeetingBriefCreateView(APIView):
     @extend_schema(
         summary="Save a meeting brief: summary, kept decisions and transcript become one `meeting` memory",
         request=MeetingBriefInput,
-        responses={201: dict},
+        description="201 with the new memory; 200 with the existing one when it is a replay of the same "
+        "`idempotency_key` or the same content is already stored in that scope (`deduplicated: true`).",
+        responses={201: WriteOutput, 200: WriteOutput},
     )
     def post(self, request: Request) -> Response:
         principal = request_principal(request)

@@ -242,9 +242,10 @@ class MemorySupersedeView(APIView):
         summary="Replace a memory with a new version",
         description="201 when your authority (clearance; admins the top rung) is at least the author's. Otherwise 202: "
         "the new version is a proposed revision in the conflict queue until someone with that authority accepts it. "
-        "403 MEMORY_NOT_WRITABLE when you cannot write its scope; 409 MEMORY_NOT_ACTIVE.",
+        "403 MEMORY_NOT_WRITABLE when you cannot write its scope; 409 MEMORY_NOT_ACTIVE. 200 when the new content is "
+        "already stored in that scope as a memory you can read: that memory is answered (`deduplicated: true`).",
         request=SupersedeInput,
-        responses={201: WriteOutput, 202: ProposalOutput},
+        responses={201: WriteOutput, 200: WriteOutput, 202: ProposalOutput},
     )
     def post(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)

@@ -32,8 +32,10 @@ def add_parser(sub: Any) -> None:
         description=(
             "Each document becomes one memory (title from the document, source 'Import'); each line of a .jsonl file is "
             "one memory in the REST shape. Writes go through the normal pipeline as --user, so their scopes and clearance "
-            "apply. Failures are reported per file (per line) without stopping the rest; the exit code is non-zero if any "
-            "failed. Re-running the same import creates nothing new."
+            "apply. Superseded versions of a history export (`cortex export --status all`) are imported with their "
+            "supersession links, a chain at a time; redacted ones are skipped. Failures are reported per file (per line) "
+            "without stopping the rest; the exit code is non-zero if any failed. Re-running the same import creates "
+            "nothing new."
         ),
     )
     imp.add_argument(
@@ -63,7 +65,10 @@ def add_parser(sub: Any) -> None:
         "--status",
         choices=services.EXPORT_STATUSES,
         default="active",
-        help="active (default; the current store) or all (history too: superseded and redacted versions)",
+        help=(
+            "active (default; the current store) or all (history too: superseded and redacted versions, with the "
+            "supersession links `cortex import` rebuilds — use it for a backup)"
+        ),
     )
     exp.add_argument("--output", "-o", help="write to this file (created 0600) instead of stdout")
     exp.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -103,7 +108,7 @@ def import_paths(
         f"{tally[ItemStatus.CREATED]} created, {tally[ItemStatus.DEDUPLICATED]} deduplicated, {tally[ItemStatus.FAILED]} failed"
     )
     if tally[ItemStatus.SKIPPED]:
-        summary += f", {tally[ItemStatus.SKIPPED]} skipped (other file types, or not active)"
+        summary += f", {tally[ItemStatus.SKIPPED]} skipped (other file types, or redacted)"
     command.stdout.write(f"Imported into {organization.slug} as {principal.user.email}: {summary}.")
     if stopped:
         raise CommandError(

@@ -12,6 +12,17 @@ carries an idempotency key derived from where it came from and what it holds (se
 Export: the operator's view of an organization (no principal: every scope and clearance),
 as JSONL lines in the REST memory shape, audited as `memory.export`. Import reads that shape
 back, so export → import elsewhere → export gives the same memories.
+
+Supersession chains: a history export (`status="all"`) carries every version with its export
+`id` and the ids it `supersedes` / is `superseded_by`. Lines that take part in a chain are
+imported after the rest of their file, all in one transaction (a savepoint per chain, so a chain
+that cannot be written is left out whole, never half): oldest version first, each newer version
+written through the pipeline as superseding the one before (`memory_create(supersedes=...)`: the
+older one is retired and both are linked, audited as `memory.supersede`), and links the pipeline
+cannot make that way (a conflict decision that retired one memory in favour of another) are
+set after. Re-importing the file replays every idempotency key and finds every link in place:
+nothing changes. Redacted versions are never imported (their content is gone); a chain passing
+through one is rebuilt on each side of it.
 """
 
 from __future__ import annotations
@@ -25,16 +36,18 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from django.db import transaction
 from django.utils.dateparse import parse_datetime
 
 from audit.services import record
 from cortex_site.errors import CortexError, NotFound, ServiceUnavailable, ValidationFailed
 from memories.access import Operator, Principal, clearance_names
-from memories.interchange.representation import memory_representation
-from memories.models import Scope
+from memories.interchange.representation import memory_representation, present_memories
+from memories.models import Memory, Scope
 from memories.selectors.memories import readable_base
 from memories.services.documents import SUPPORTED_EXTENSIONS, check_size, extract_text
 from memories.services.memories import MemoryDraft, WriteResult, memory_create, memory_create_many
+from memories.services.memories.pipeline import retire
 
 IMPORT_SOURCE = "Import"
 JSONL_BATCH = 25
@@ -79,6 +92,8 @@ READ_ONLY_FIELDS = frozenset(
     }
 )
 EXPORT_STATUSES = ("active", "superseded", "redacted", "all")
+# Statuses a line may carry on import: the current store, and the versions it superseded.
+IMPORTED_STATUSES = (None, "active", "superseded")
 
 
 class ItemStatus:
@@ -261,6 +276,8 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
         return
     # Outcomes in file order: a line that failed to parse waits for the drafts before it.
     batch: list[ItemOutcome | tuple[str, MemoryDraft]] = []
+    versions: list[_Version] = []  # lines of supersession chains, imported once the whole file is read
+    seen_ids: set[str] = set()
     with handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
@@ -268,27 +285,35 @@ def _import_jsonl(principal: Principal, item: ImportFile, defaults: ImportDefaul
             label = f"{item.relative}:{number}"
             try:
                 fields = _parse_line(raw)
-                if fields.get("status") not in (None, "active"):
+                if fields.get("status") not in IMPORTED_STATUSES:
                     batch.append(
                         ItemOutcome(
-                            label, ItemStatus.SKIPPED, message=f"a {fields['status']} memory (only active ones are imported)"
+                            label,
+                            ItemStatus.SKIPPED,
+                            message=f"a {fields['status']} memory (only active and superseded ones are imported)",
                         )
                     )
                 else:
-                    batch.append(
-                        (
-                            label,
-                            draft_from_fields(
-                                fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id"))
-                            ),
-                        )
+                    draft = draft_from_fields(
+                        fields, defaults=defaults, idempotency_key=_line_key(item.relative, raw, fields.get("id"))
                     )
+                    version = _version(label, fields, draft)
+                    if version is None:
+                        batch.append((label, draft))
+                    elif version.export_id in seen_ids:
+                        raise ValidationFailed(
+                            f"Another line of this file has the id {version.export_id!r}.", error_code="DUPLICATE_ID"
+                        )
+                    else:
+                        seen_ids.add(version.export_id)
+                        versions.append(version)
             except CortexError as exc:
                 batch.append(_failed(label, exc))
             if sum(1 for entry in batch if isinstance(entry, tuple)) >= JSONL_BATCH:
                 yield from _write_batch(principal, batch)
                 batch = []
     yield from _write_batch(principal, batch)
+    yield from _import_chains(principal, versions)
 
 
 def _write_batch(principal: Principal, batch: list[ItemOutcome | tuple[str, MemoryDraft]]) -> Iterator[ItemOutcome]:
@@ -299,6 +324,180 @@ def _write_batch(principal: Principal, batch: list[ItemOutcome | tuple[str, Memo
             yield entry
         else:
             yield _outcome(entry[0], next(results))
+
+
+# -- importing supersession chains -----------------------------------------------------------------
+@dataclass(frozen=True)
+class _Version:
+    """One line of a supersession chain: its export id and the export ids it links to."""
+
+    label: str
+    export_id: str
+    supersedes: str | None
+    superseded_by: str | None
+    superseded: bool  # the line's status is "superseded"
+    draft: MemoryDraft
+
+
+class _ChainFailed(Exception):
+    def __init__(self, outcome: ItemOutcome) -> None:
+        super().__init__(outcome.message)
+        self.outcome = outcome
+
+
+def _link(fields: dict[str, Any], name: str) -> str | None:
+    value = fields.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ValidationFailed(f"{name} must be a memory id or null.", error_code="INVALID_FIELD", details={"field": name})
+    return value.strip()
+
+
+def _version(label: str, fields: dict[str, Any], draft: MemoryDraft) -> _Version | None:
+    """The line as a chain version, or None for a plain memory (active, linked to nothing)."""
+    supersedes, superseded_by = _link(fields, "supersedes"), _link(fields, "superseded_by")
+    superseded = fields.get("status") == "superseded"
+    if supersedes is None and superseded_by is None and not superseded:
+        return None
+    export_id = fields.get("id")
+    if not isinstance(export_id, str) or not export_id.strip():
+        if not superseded:
+            return None  # links without an id of its own: nothing in the file can point back at it
+        export_id = f"\x00{label}"  # nothing can point at it either, but it is stored as superseded
+    return _Version(label, export_id.strip(), supersedes, superseded_by, superseded, draft)
+
+
+def _chains(versions: Sequence[_Version]) -> list[list[_Version]]:
+    """The versions grouped into chains (linked either way), each oldest first, in file order of their first line."""
+    by_id = {v.export_id: v for v in versions}
+    parent = {v.export_id: v.export_id for v in versions}
+
+    def root(export_id: str) -> str:
+        while parent[export_id] != export_id:
+            parent[export_id] = parent[parent[export_id]]
+            export_id = parent[export_id]
+        return export_id
+
+    for version in versions:
+        for other in (version.supersedes, version.superseded_by):
+            if other in by_id:
+                parent[root(other)] = root(version.export_id)
+    groups: dict[str, list[_Version]] = {}
+    for version in by_id.values():
+        groups.setdefault(root(version.export_id), []).append(version)
+    ordered = [_oldest_first(group, by_id) for group in groups.values()]
+    positions = {v.export_id: n for n, v in enumerate(versions)}
+    return sorted(ordered, key=lambda chain: min(positions[v.export_id] for v in chain))
+
+
+def _oldest_first(group: Sequence[_Version], by_id: dict[str, _Version]) -> list[_Version]:
+    """Each version after the one it supersedes (a conflict decision may link a newer memory back
+    to an older one, so file order alone is not enough); a cycle is broken where it was entered."""
+    placed: list[_Version] = []
+    seen: set[str] = set()
+
+    def place(version: _Version, path: frozenset[str]) -> None:
+        if version.export_id in seen or version.export_id in path:
+            return
+        older = by_id.get(version.supersedes) if version.supersedes else None
+        if older is not None:
+            place(older, path | {version.export_id})
+        seen.add(version.export_id)
+        placed.append(version)
+
+    for version in group:
+        place(version, frozenset())
+    return placed
+
+
+def _import_chains(principal: Principal, versions: Sequence[_Version]) -> Iterator[ItemOutcome]:
+    """Write the chains in one transaction, a savepoint each; see the module docstring."""
+    outcomes: list[ItemOutcome] = []
+    with transaction.atomic():
+        for chain in _chains(versions):
+            try:
+                with transaction.atomic():
+                    outcomes.extend(_import_chain(principal, chain))
+            except _ChainFailed as failure:
+                outcomes.extend(
+                    failure.outcome
+                    if version.label == failure.outcome.label
+                    else ItemOutcome(
+                        version.label,
+                        ItemStatus.FAILED,
+                        error_code="CHAIN_NOT_IMPORTED",
+                        message=f"Not imported: {failure.outcome.label}, a version of the same supersession chain, failed.",
+                    )
+                    for version in chain
+                )
+                if failure.outcome.fatal:
+                    break
+    yield from outcomes
+
+
+def _import_chain(principal: Principal, chain: Sequence[_Version]) -> list[ItemOutcome]:
+    by_id = {v.export_id: v for v in chain}
+    # Only memories this import wrote (or wrote on an earlier run: the same idempotency key) are
+    # linked or retired; a line deduplicated onto someone else's memory leaves that memory as it is.
+    stored: dict[str, Memory] = {}
+    outcomes: list[ItemOutcome] = []
+    for version in chain:
+        older = stored.get(version.supersedes) if version.supersedes else None
+        follows = (
+            older is not None
+            and older.status == Memory.Status.ACTIVE
+            and older.superseded_by_id is None
+            and by_id[version.supersedes].superseded_by == version.export_id  # type: ignore[index]
+        )
+        try:
+            result = memory_create(principal=principal, draft=version.draft, supersedes=older if follows else None)
+        except CortexError as exc:
+            raise _ChainFailed(_failed(version.label, exc)) from None
+        if result.memory.idempotency_key == version.draft.idempotency_key and result.memory.created_by_id == principal.user.pk:
+            stored[version.export_id] = result.memory
+        outcomes.append(_outcome(version.label, result))
+    for version in chain:
+        if version.export_id in stored:
+            _complete_links(principal, version, stored)
+    return outcomes
+
+
+def _complete_links(principal: Principal, version: _Version, stored: dict[str, Memory]) -> None:
+    """Links the pipeline did not make while writing the chain, set only where none is set yet.
+
+    A version superseded in favour of another memory (a conflict decision) is retired and linked
+    forward; one linked back to an older version gets that link; a superseded version whose newer
+    version is not in the file (redacted, or beyond the exporter's rights) is retired on its own.
+    """
+    memory = Memory.objects.select_for_update().get(pk=stored[version.export_id].pk)
+    newer = stored.get(version.superseded_by) if version.superseded_by else None
+    older = stored.get(version.supersedes) if version.supersedes else None
+    if older is not None and memory.supersedes_id is None and older.pk != memory.pk:
+        Memory.objects.filter(pk=memory.pk).update(supersedes=older)
+    if not version.superseded or memory.status != Memory.Status.ACTIVE:
+        return
+    if not principal.can_write_memory(memory):
+        raise _ChainFailed(
+            ItemOutcome(
+                version.label,
+                ItemStatus.FAILED,
+                error_code="MEMORY_NOT_WRITABLE",
+                message="This version is already stored in a scope you cannot write; it cannot be marked superseded.",
+            )
+        )
+    retire(memory, release_external_id=False)
+    successor = newer if newer is not None and newer.pk != memory.pk else None
+    if successor is not None:
+        Memory.objects.filter(pk=memory.pk).update(superseded_by=successor)
+    record(
+        "memory.supersede",
+        organization=principal.organization_id,
+        actor=principal.actor,
+        target_type="memory",
+        target_id=memory.pk,
+        details={"superseded_by": str(successor.pk) if successor else None, "reason": "import", "via": "import"},
+    )
 
 
 def _parse_line(raw: bytes) -> dict[str, Any]:
@@ -430,6 +629,20 @@ def memory_export(*, principal: Principal | Operator, scope: Scope | None = None
         details={"scope": scope.slug if scope else None, "status": status, "count": count}
         | ({} if isinstance(principal, Operator) else {"via": "ui", "read_rule": True}),
     )
-    names = clearance_names(organization.pk)
     ordered = memories.select_related("scope", "author").order_by("created_at", "id")
-    return Export(count=count, lines=(memory_representation(m, names) for m in ordered.iterator(chunk_size=500)))
+    if isinstance(principal, Operator):
+        names = clearance_names(organization.pk)
+        return Export(count=count, lines=(memory_representation(m, names) for m in ordered.iterator(chunk_size=500)))
+    return Export(count=count, lines=_presented(principal, ordered))
+
+
+def _presented(principal: Principal, memories: Any) -> Iterator[dict[str, Any]]:
+    # A member's export links only to versions that member may read (present_memories), so the id
+    # of a version beyond their clearance or scopes never appears in it.
+    page: list[Memory] = []
+    for memory in memories.iterator(chunk_size=500):
+        page.append(memory)
+        if len(page) == 500:
+            yield from present_memories(principal, page)
+            page = []
+    yield from present_memories(principal, page)

@@ -227,3 +227,41 @@ def test_a_scope_the_caller_cannot_see_is_a_404_like_a_missing_one(
 def test_a_repeated_wait_query_parameter_is_refused(acme: dict[str, Any], api: Callable[..., Any]) -> None:
     response = api(acme["employee"]).post("/api/memories/extract-decisions?wait=null&wait=null", {"summary": "We decided."})
     assert_envelope(response, 400, "INVALID_WAIT")
+
+
+@pytest.mark.django_db
+def test_an_empty_extract_decisions_body_is_documented_as_refused_and_is(
+    openapi: dict[str, Any], acme: dict[str, Any], api: Callable[..., Any]
+) -> None:
+    # The body needs a summary or a transcript (anyOf), so an absent body is not schema-valid either.
+    body = openapi["paths"]["/api/memories/extract-decisions"]["post"]["requestBody"]
+    assert body["required"] is True
+    assert_envelope(api(acme["employee"]).post("/api/memories/extract-decisions"), 400, "EMPTY_INPUT")
+
+
+def test_extract_decisions_documents_its_bounded_wait(openapi: dict[str, Any]) -> None:
+    operation = openapi["paths"]["/api/memories/extract-decisions"]["post"]
+    [wait] = [p for p in operation["parameters"] if p["name"] == "wait"]
+    assert (wait["schema"]["minimum"], wait["schema"]["maximum"]) == (0, 60)
+    assert {"200", "202"} <= set(operation["responses"])
+
+
+def test_meeting_brief_tags_are_documented_as_a_memorys_tags(openapi: dict[str, Any]) -> None:
+    # schemathesis found a schema-valid tag (control characters) refused as INVALID_TAGS.
+    schemas = openapi["components"]["schemas"]
+    assert schemas["MeetingBriefInputRequest"]["properties"]["tags"] == schemas["MemoryCreateInputRequest"]["properties"]["tags"]
+
+
+@pytest.mark.django_db
+def test_a_meeting_brief_tag_outside_the_documented_pattern_is_a_400_and_stores_nothing(
+    acme: dict[str, Any], api: Callable[..., Any]
+) -> None:
+    from memories.models import Memory
+
+    before = Memory.objects.count()
+    response = api(acme["employee"]).post(
+        "/api/meeting-briefs", {"title": "Standup", "summary": "We decided to ship.", "tags": ["U\x1dB\x1b S"]}
+    )
+    # Refused as a memory's tag is (the schema says so now, so a 400 is the documented answer).
+    assert_envelope(response, 400, "INVALID_TAGS")
+    assert Memory.objects.count() == before

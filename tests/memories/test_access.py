@@ -142,3 +142,26 @@ def test_admin_role_does_not_grant_reading(make_org: Any, make_member: Any, make
 
     event = AuditEvent.objects.filter(organization=org, action="grant.set").latest("id")
     assert event.details["self_grant"] is True
+
+
+@pytest.mark.django_db
+def test_a_version_no_longer_active_is_readable_as_history_only(make_org: Any, make_member: Any, make_scope: Any) -> None:
+    # Lists, recall and entity pages ask without `history`; a memory's own page and its version chain ask with it.
+    from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
+
+    org = make_org()
+    make_scope(org, "engineering")
+    member = make_member(org, "Employee", admin=True, grants={"engineering": True})
+    principal = Principal(Membership.objects.select_related("organization", "user").get(pk=member.pk))
+    old = memory_create(principal=principal, draft=MemoryDraft(content="Deploys on Tuesdays.", scope="engineering")).memory
+    new = memory_supersede(principal=principal, memory_id=old.pk, changes={"content": "Deploys on Thursdays."}).memory
+    gone = memory_create(principal=principal, draft=MemoryDraft(content="A pasted secret.", scope="engineering")).memory
+    memory_redact(principal=principal, memory_id=gone.pk, reason="secret")
+    old.refresh_from_db()
+    gone.refresh_from_db()
+
+    assert (old.status, gone.status) == ("superseded", "redacted")
+    assert principal.can_read_memory(new) and principal.can_read_memory(new, history=True)
+    for memory in (old, gone):
+        assert not principal.can_read_memory(memory)
+        assert principal.can_read_memory(memory, history=True)

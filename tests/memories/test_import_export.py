@@ -340,7 +340,9 @@ def test_reimporting_jsonl_creates_nothing_new_even_when_lines_move(
     assert Memory.objects.filter(organization=org).count() == 3
 
 
-def test_non_active_lines_of_a_history_export_are_skipped(org: Organization, writer: Membership, tmp_path: Path) -> None:
+def test_redacted_lines_of_a_history_export_are_skipped_and_superseded_ones_stay_superseded(
+    org: Organization, writer: Membership, tmp_path: Path
+) -> None:
     dump = write_jsonl(
         tmp_path / "history.jsonl",
         [
@@ -352,7 +354,11 @@ def test_non_active_lines_of_a_history_export_are_skipped(org: Organization, wri
 
     out, _ = import_([dump], org, writer)
 
-    assert "1 created, 0 deduplicated, 0 failed, 2 skipped" in out
+    assert "2 created, 0 deduplicated, 0 failed, 1 skipped" in out
+    assert sorted(Memory.objects.filter(organization=org).values_list("content", "status")) == [
+        ("Now.", "active"),
+        ("Old version.", "superseded"),
+    ]
 
 
 # -- export ----------------------------------------------------------------------------------------

@@ -70,6 +70,25 @@ def test_a_pdf_transcript_built_here_is_read(acme: dict[str, Any], api: Any) -> 
 
 
 # -- the job path ------------------------------------------------------------------------------------
+def test_a_job_no_worker_starts_is_answered_202_without_holding_the_request_for_the_whole_wait(
+    acme: dict[str, Any], api: Any, monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    import time
+
+    from memories.api import briefs as briefs_api
+
+    # No worker: the job's task is never run (its on-commit enqueue is held back).
+    monkeypatch.setattr(briefs_api, "START_GRACE_SECONDS", 0.5)
+    started = time.monotonic()
+    with django_capture_on_commit_callbacks(execute=False):
+        response = api(acme["employee"]).post(f"{URL}?wait=60", {"summary": PLATFORM_SUMMARY})
+    held = time.monotonic() - started
+
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "queued"
+    assert held < 30  # the grace, not the 60 s asked for
+
+
 def test_a_slow_job_answers_202_and_its_status_url_reports_progress_then_the_result(
     acme: dict[str, Any], api: Any, outsider: Any, django_capture_on_commit_callbacks: Any
 ) -> None:

@@ -162,3 +162,34 @@ def test_the_same_signature_again_passes(acme: dict[str, Any], api: Any, use_emb
     assert _post(client, "Second note.").status_code == 201
     assert client.post("/api/recall", {"query": "note"}).status_code == 200
     assert EmbeddingSignature.objects.count() == 1
+
+
+# -- the provider's own failures (mapped to 503 envelopes; nothing is stored) ---------------------------
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("status", "error", "error_code"),
+    [
+        # A rejected key: the provider cannot embed until someone fixes the configuration (EmbeddingUnavailable).
+        (401, {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}, "EMBEDDING_UNAVAILABLE"),
+        # A refused request (EmbeddingFailed): retrying the same one will not help.
+        (400, {"error": {"message": "input is too long", "type": "invalid_request_error"}}, "EMBEDDING_FAILED"),
+    ],
+)
+def test_a_provider_that_cannot_or_will_not_embed_answers_503_and_stores_nothing(
+    status: int,
+    error: dict[str, Any],
+    error_code: str,
+    acme: dict[str, Any],
+    api: Any,
+    use_embedder: Any,
+    stub_server: StubServer,
+) -> None:
+    stub_server.route("POST", ANY_PATH, lambda request: StubResponse(status=status, json=error))
+    _openai(use_embedder, stub_server, "text-embedding-3-small")
+
+    body = assert_envelope(_post(api(acme["employee"]), "Never stored."), 503, error_code)
+
+    assert "Nothing was stored" in body["message"]
+    assert f"HTTP {status}" in body["message"]
+    assert not Memory.objects.exists() and not EmbeddingSignature.objects.exists()
+    assert len(stub_server.received) >= 1  # the SDK really asked the (stub) provider
