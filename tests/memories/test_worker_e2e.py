@@ -229,8 +229,15 @@ def test_manual_policy_queues_the_conflict_until_a_person_decides(
     assert AuditEvent.objects.filter(action="conflict.resolve", actor_user_id=acme["manager"].user_id).exists()
 
 
-def test_decision_extraction_runs_as_a_job_on_the_worker(acme: dict[str, Any], published: list[str], api: Any) -> None:
+def test_decision_extraction_runs_as_a_job_on_the_worker(
+    acme: dict[str, Any], published: list[str], api: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memories.api import briefs as briefs_api
+
     client = api(acme["employee"])
+    # The worker is already up (the `published` fixture waited for it), so it starts the job well
+    # within the API's start grace and the answer comes within `wait`.
+    monkeypatch.setattr(briefs_api, "START_GRACE_SECONDS", 60.0)
     answered = client.post("/api/memories/extract-decisions", {"summary": PLATFORM_SUMMARY, "transcript": PLATFORM_SYNC})
     assert answered.status_code == 200, answered.content
     assert len(answered.json()["decisions"]) == 4
