@@ -253,6 +253,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "connectors.*": {"queue": "connectors"},
     "memories.after_memory_write": {"queue": "conflicts"},
+    "memories.after_memory_writes": {"queue": "conflicts"},
 }
 # Periodic work run by `celery beat` (make run starts it; so does the compose file).
 CELERY_BEAT_SCHEDULE = {

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from audit.models import AuditEvent
 from audit.services import verify_chain
+from cortex_site.celery import app
 from cortex_site.errors import CortexError
 from memories.models import Memory, MemoryChunk
 from memories.services.memories import MemoryDraft, WriteResult, memory_create, memory_create_many, memory_redact
@@ -48,7 +49,7 @@ def test_each_draft_gets_its_own_outcome_in_order_and_the_good_ones_are_stored(
     assert MemoryChunk.objects.filter(memory=runbook.memory).count() > 1
     assert all(c.embedding is not None for c in MemoryChunk.objects.all())
     assert AuditEvent.objects.filter(action="memory.create").count() == 2
-    assert len(callbacks) == 2  # post-write work for each stored memory, once the batch commits
+    assert len(callbacks) == 1  # the batch's post-write work goes to the worker once it commits
     # Read like any other memory: the writer sees them, another organization does not.
     assert api(acme["employee"]).get(f"/api/memories/{first.memory.pk}").status_code == 200
     assert api(outsider).get(f"/api/memories/{first.memory.pk}").status_code == 404
@@ -211,6 +212,25 @@ def test_a_batch_makes_the_same_number_of_queries_whatever_its_size(acme: dict[s
     batch(1)  # the first write records the store's embedding signature and fills the principal's caches
     assert batch(2) == batch(12)
     assert MemoryChunk.objects.filter(embedding__isnull=True).count() == 0
+
+
+def test_every_memory_of_a_batch_gets_its_post_write_work_once_the_batch_commits(
+    acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    drafts = [
+        MemoryDraft(content=f"Post-write note {i}: the bay {i} charger was replaced.", scope="engineering") for i in range(3)
+    ]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        outcomes = memory_create_many(principal=principal_of(acme["employee"]), drafts=[*drafts, drafts[0]])
+    ids = [o.memory.pk for o in outcomes[:3] if isinstance(o, WriteResult)]
+    assert len(ids) == 3 and Memory.objects.filter(pk__in=ids, post_write_pending=True).count() == 3
+    assert len(callbacks) == 1  # one message for the batch (nothing runs before the commit)
+
+    callbacks[0]()  # the commit: the worker fans it out into each memory's post-write task (run inline in tests)
+
+    assert not Memory.objects.filter(pk__in=ids, post_write_pending=True).exists()
+    # On the same queue as each memory's own post-write task, so post-write workers take both.
+    assert app.amqp.router.route({}, "memories.after_memory_writes")["queue"].name == "conflicts"
 
 
 @pytest.mark.django_db(transaction=True)

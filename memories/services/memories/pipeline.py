@@ -39,7 +39,7 @@ from memories.services.memories.validation import (
     derive_title,
     normalise_tags,
 )
-from memories.services.post_write import post_write_enqueue
+from memories.services.post_write import post_write_enqueue, post_write_enqueue_many
 
 
 @dataclass(frozen=True)
@@ -206,6 +206,7 @@ class _Lookups:
         self.principal = principal
         self._ladder: dict[int, str] | None = None
         self._scopes: dict[tuple[str, str], tuple[Scope, str]] = {}
+        self._by_slug: dict[str, Scope] | None = None
 
     def ladder(self) -> dict[int, str]:
         if self._ladder is None:
@@ -216,7 +217,9 @@ class _Lookups:
         key = (explicit or "", source)
         resolved = self._scopes.get(key)
         if resolved is None:
-            resolved = self._scopes[key] = resolve_scope(self.principal, explicit, source)
+            if self._by_slug is None:
+                self._by_slug = {s.slug: s for s in Scope.objects.filter(organization_id=self.principal.organization_id)}
+            resolved = self._scopes[key] = resolve_scope(self.principal, explicit, source, by_slug=self._by_slug)
         return resolved
 
 
@@ -451,7 +454,8 @@ def _store_many(principal: Principal, pending: Sequence[_PreparedWrite]) -> list
                 )
             for i in written:
                 outcomes[i] = WriteResult(stored[i], pending[i].resolution)
-                transaction.on_commit(functools.partial(_enqueue_post_write, stored[i].pk))
+            if written:
+                transaction.on_commit(functools.partial(post_write_enqueue_many, [stored[i].pk for i in written]))
     except CortexError as exc:
         # The embedding failed (raised by result()): nothing of the batch is stored.
         return [exc] * len(pending)
