@@ -294,6 +294,7 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_ROUTES = {
     "connectors.*": {"queue": "connectors"},
     "memories.after_memory_write": {"queue": "conflicts"},
+    "memories.after_memory_writes": {"queue": "conflicts"},
 }
 # The hour (0-23, TIME_ZONE) beat sends the daily digest e-mails.
 CORTEX_DIGEST_HOUR = env_int("CORTEX_DIGEST_HOUR", 7, minimum=0)

@@ -47,6 +47,16 @@ def after_memory_write(self: Any, memory_id: str) -> dict[str, str]:
     return outcomes
 
 
+@shared_task(name="memories.after_memory_writes", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def after_memory_writes(memory_ids: list[str]) -> int:
+    """A batch's post-write work, sent as one message by the write path: fanned out here into one
+    `after_memory_write` per memory (each retried on its own). Running it twice only enqueues
+    idempotent work twice; if it is lost, the memories stay pending and the sweep takes them."""
+    from memories.services.post_write import post_write_fan_out
+
+    return post_write_fan_out(memory_ids)
+
+
 @shared_task(name="memories.sweep_post_write", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
 def sweep_post_write() -> int:
     """Beat: enqueue the post-write work of memories that missed it (Redis was down at their write,

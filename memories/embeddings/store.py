@@ -8,6 +8,7 @@ embedder, or writes and recall stop with a message naming both.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from cortex_site.errors import ServiceUnavailable
 from memories.embeddings.base import Embedder, EmbeddingFailed, EmbeddingUnavailable, Matrix
@@ -55,8 +56,49 @@ def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
     """
     embedder = get_embedder()
     signed = check_signature(embedder, record_if_missing=False)
+    vectors = _embed(embedder, list(texts))
+    if for_write and not signed:
+        # An empty store takes the signature of the first vectors it is about to hold.
+        check_signature(embedder, record_if_missing=True)
+    return vectors
+
+
+# Providers that compute in this process: their time is bounded by the text, not by a network
+# timeout, so a writer may hold its transaction open while they run.
+IN_PROCESS_PROVIDERS = frozenset({"local", "hash"})
+
+
+class BackgroundEmbedding:
+    """`embed_for_store(texts, for_write=True)` running on a worker thread while the caller writes.
+
+    The signature is checked at construction, on the caller's thread (it reads the database, and
+    Django connections belong to their thread); the worker only runs the model, which releases the
+    GIL in onnxruntime (and waits on the network for hosted providers). `result()` waits for the
+    vectors and raises what `embed_for_store` would (ServiceUnavailable); a caller that gives up
+    before asking leaves the thread to finish on its own, with nothing stored. `in_process` says
+    whether the model runs here (see IN_PROCESS_PROVIDERS) rather than behind a network call.
+    """
+
+    def __init__(self, texts: Sequence[str]) -> None:
+        self._embedder = get_embedder()
+        self._signed = check_signature(self._embedder, record_if_missing=False)
+        self.in_process = self._embedder.name in IN_PROCESS_PROVIDERS
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="cortex-embed")
+        self._future = pool.submit(_embed, self._embedder, list(texts))
+        pool.shutdown(wait=False)  # the one job still runs; the thread exits after it
+
+    def result(self) -> Matrix:
+        vectors = self._future.result()
+        if not self._signed:
+            check_signature(self._embedder, record_if_missing=True)
+            self._signed = True
+        return vectors
+
+
+def _embed(embedder: Embedder, texts: list[str]) -> Matrix:
+    """The provider's vectors, its failures as the store's errors."""
     try:
-        vectors = embedder.embed(list(texts))
+        return embedder.embed(texts)
     except EmbeddingUnavailable as exc:
         raise ServiceUnavailable(
             f"The embedding provider is unavailable ({exc}). Nothing was stored; retry shortly.",
@@ -67,7 +109,3 @@ def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:
             f"The embedding provider refused the request ({exc}). Nothing was stored.",
             error_code="EMBEDDING_FAILED",
         ) from exc
-    if for_write and not signed:
-        # An empty store takes the signature of the first vectors it is about to hold.
-        check_signature(embedder, record_if_missing=True)
-    return vectors

@@ -13,7 +13,7 @@ few minutes) re-enqueues active memories still pending after a grace period.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -24,7 +24,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from memories.models import Memory
 from memories.retry import RETRY
-from memories.tasks import after_memory_write
+from memories.tasks import after_memory_write, after_memory_writes
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,30 @@ def post_write_enqueue(memory_id: Any) -> bool:
         logger.warning("could not enqueue post-write work for memory %s (broker unreachable); the sweep will", memory_id)
         return False
     return True
+
+
+def post_write_enqueue_many(memory_ids: Sequence[Any]) -> bool:
+    """`post_write_enqueue` for a batch's memories (call on commit): one message, which the worker
+    fans out into one task per memory (`post_write_fan_out`), so the write path pays one broker
+    round trip per batch instead of one per memory. False when the broker is unreachable; the
+    memories stay pending and the sweep enqueues them once Redis is back."""
+    if len(memory_ids) == 1:
+        return post_write_enqueue(memory_ids[0])
+    try:
+        after_memory_writes.apply_async(args=([str(memory_id) for memory_id in memory_ids],), ignore_result=True)
+    except (BrokerError, RedisConnectionError):
+        logger.warning("could not enqueue post-write work for %d memories (broker unreachable); the sweep will", len(memory_ids))
+        return False
+    return True
+
+
+def post_write_fan_out(memory_ids: Sequence[Any]) -> int:
+    """Enqueue each memory's post-write work (run by the worker for a batch); stops at the first
+    enqueue the broker refuses (the rest stay pending for the sweep). Returns how many went."""
+    for count, memory_id in enumerate(memory_ids):
+        if not post_write_enqueue(memory_id):
+            return count
+    return len(memory_ids)
 
 
 def post_write_done(memory_id: Any) -> None:

@@ -16,7 +16,7 @@ from django.test import Client
 from audit.actions import Action
 from audit.context import bound
 from audit.models import AuditEvent
-from audit.services import GENESIS_HASH, Actor, record, verify_chain
+from audit.services import GENESIS_HASH, Actor, EventSpec, record, record_many, verify_chain
 from memories.models import Organization
 
 TRIGGER = "audit_event_append_only"
@@ -75,6 +75,44 @@ def test_record_links_each_event_to_the_previous_one_of_its_organization(make_or
     for previous, event in itertools.pairwise(chain):
         assert event.prev_hash == previous.hash
     assert len({e.hash for e in chain}) == len(chain)
+
+
+@pytest.mark.django_db
+def test_record_many_extends_the_chain_in_order_exactly_as_record_would(make_org: Callable[..., Organization]) -> None:
+    org = make_org("batched")
+    other = make_org()
+    before = _chain(org) + _record_some(org, 2)
+    with bound(request_id="batch-1", client_ip="2001:0DB8:0000::0002"):
+        batch = record_many(
+            [EventSpec("memory.create", target_type="memory", target_id=i, details={"n": i, "big": 1e20}) for i in range(1, 5)],
+            organization=org,
+            actor=Actor.cli(),
+        )
+    _record_some(other, 1)
+    after = _record_some(org, 1)
+
+    chain = _chain(org)
+    assert [e.pk for e in chain] == [e.pk for e in before + batch + after]  # ids follow the list's order
+    for previous, event in itertools.pairwise(chain):
+        assert event.prev_hash == previous.hash
+    stored = chain[len(before) : len(before) + 4]
+    assert [e.target_id for e in stored] == ["1", "2", "3", "4"]
+    assert {e.request_id for e in stored} == {"batch-1"} and {e.ip for e in stored} == {"2001:db8::2"}
+    assert [e.hash for e in stored] == [e.hash for e in batch]  # what was hashed is what was stored
+    report = verify_chain(org)
+    assert report.ok and report.count == len(chain)
+    assert _verify_cli("batched") == f"ok {len(chain)} events"
+
+
+@pytest.mark.django_db
+def test_record_many_refuses_an_unknown_action_and_writes_none_of_the_batch(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    count = AuditEvent.objects.filter(organization=org).count()
+    with pytest.raises(ValueError, match=r"audit\.actions\.Action"):
+        record_many([EventSpec("memory.read"), EventSpec("memory.frobnicate")], organization=org, actor=Actor.cli())
+    assert AuditEvent.objects.filter(organization=org).count() == count
+    assert record_many([], organization=org, actor=Actor.cli()) == []
+    assert verify_chain(org).ok
 
 
 @pytest.mark.django_db

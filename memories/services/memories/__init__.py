@@ -8,8 +8,9 @@ everywhere:
   at most its clearance → idempotency / exact duplicate → chunk → embed every chunk in one
   batch → one transaction (memory, chunks, audit event) → post-write work on commit.
 
-Embedding happens before the transaction: a provider failure stores nothing (503,
-EMBEDDING_UNAVAILABLE) and a retry is safe.
+Embedding happens before the transaction (for a batch with an in-process model, on a worker
+thread while the transaction writes the memory rows, and before anything commits): a provider
+failure stores nothing (503, EMBEDDING_UNAVAILABLE) and a retry is safe.
 
 Split by concept — `validation`, `scopes` (scope resolution), `pipeline` (create), `lifecycle`
 (supersede, patch, redact, delete, reinstate) — and re-exported here, so callers import from

@@ -5,7 +5,10 @@ See the package docstring for the order of checks. Post-write work is enqueued o
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import itertools
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -13,14 +16,14 @@ from typing import Any, cast
 
 from django.contrib.postgres.search import CombinedSearchVector, SearchVector
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Value
+from django.db.models import Q, Value
 from django.utils import timezone
 
-from audit.services import record
+from audit.services import EventSpec, record, record_many
 from cortex_site.errors import Conflict, CortexError, PermissionDenied, ValidationFailed
-from memories.access import Principal
+from memories.access import Principal, clearance_names
 from memories.chunking import Chunk, chunk_text
-from memories.embeddings.store import embed_for_store
+from memories.embeddings.store import BackgroundEmbedding, embed_for_store
 from memories.models import Conflict as ConflictRecord
 from memories.models import Memory, MemoryChunk, Scope
 from memories.services.memories.scopes import resolve_scope
@@ -36,7 +39,7 @@ from memories.services.memories.validation import (
     derive_title,
     normalise_tags,
 )
-from memories.services.post_write import post_write_enqueue
+from memories.services.post_write import post_write_enqueue, post_write_enqueue_many
 
 
 @dataclass(frozen=True)
@@ -68,21 +71,6 @@ class WriteResult:
     proposal: ConflictRecord | None = None
 
 
-def _readable_duplicate(principal: Principal, scope: Scope, digest: str, exclude: Memory | None) -> Memory | None:
-    candidates = (
-        Memory.objects.filter(
-            organization_id=principal.organization_id, scope=scope, content_hash=digest, status=Memory.Status.ACTIVE
-        )
-        .only("id", "organization_id", "scope_id", "clearance_rank", "status", "valid_until")
-        .order_by("created_at")
-    )
-    if exclude is not None:
-        candidates = candidates.exclude(pk=exclude.pk)
-    # Only a duplicate the writer can see may be returned; an invisible one must not leak.
-    visible = next((m for m in candidates if principal.can_read_memory(m)), None)
-    return None if visible is None else Memory.objects.select_related("scope", "author").get(pk=visible.pk)
-
-
 def embedding_text(title: str, chunk: str) -> str:
     """The exact text embedded for a chunk (the write pipeline and `cortex reembed` share it).
 
@@ -91,10 +79,10 @@ def embedding_text(title: str, chunk: str) -> str:
     return f"{title}\n\n{chunk}" if title and not chunk.startswith(title) else chunk
 
 
-def _lock(*parts: Any) -> None:
+def _lock_key(*parts: Any) -> int:
+    """A transaction-level advisory lock key (bigint) for these parts."""
     key = hashlib.sha256("|".join(map(str, parts)).encode()).digest()
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_advisory_xact_lock(%s)", [int.from_bytes(key[:8], "big", signed=True)])
+    return int.from_bytes(key[:8], "big", signed=True)
 
 
 def _search_vector(title: str, tags: Sequence[str], text: str) -> CombinedSearchVector:
@@ -174,46 +162,65 @@ def memory_create(
 def memory_create_many(*, principal: Principal, drafts: Sequence[MemoryDraft]) -> list[WriteResult | CortexError]:
     """Store many memories as `memory_create` would, one outcome per draft, in order.
 
-    For bulk ingest (imports): every draft is checked alone (a bad one is its own error), the
-    chunks of all of them are embedded in one call, and they are stored in one transaction
-    with a savepoint each, so there is one commit for the batch. An embedding failure fails
-    every draft that needed it and stores none of them (retry-safe, like a single write).
+    For bulk ingest (imports, connector runs): every draft is checked alone (a bad one is its own
+    error), with the batch's lookups made once (scopes, the clearance ladder, idempotency keys,
+    source items, duplicates). The chunks of the drafts that need storing are embedded in one call
+    on a worker thread; with an in-process model (local, hash) the transaction meanwhile takes the
+    content locks, re-checks duplicates and inserts the memory rows (a hosted provider is awaited
+    first, so no transaction waits on the network). Then come the chunks, one audit-chain
+    extension for the batch and one commit. Memory rows go in as one INSERT; when one of them
+    cannot be stored (the same source item twice, a version changed meanwhile, an identity taken
+    by a concurrent writer) they are written again one by one, each in its own savepoint, so only
+    that draft fails, with its reason.
+
+    The same content twice in one batch is stored once (the second answers deduplicated), as if
+    the drafts had been written one after the other. An embedding failure fails every draft that
+    needed it and stores none of them (retry-safe, like a single write).
     """
     outcomes: list[WriteResult | CortexError | None] = [None] * len(drafts)
-    pending: list[tuple[int, _PreparedWrite]] = []
+    lookups = _Lookups(principal)
+    cleaned: list[tuple[int, _PreparedWrite]] = []
     for position, draft in enumerate(drafts):
         try:
-            prepared = _prepare(principal, draft, None)
+            cleaned.append((position, _clean(principal, draft, None, lookups)))
         except CortexError as exc:
             outcomes[position] = exc
-            continue
-        if isinstance(prepared, WriteResult):
-            outcomes[position] = prepared
+    pending: list[tuple[int, _PreparedWrite]] = []
+    for (position, _), resolved in zip(cleaned, _resolve(principal, [p for _, p in cleaned]), strict=True):
+        if isinstance(resolved, _PreparedWrite):
+            pending.append((position, resolved))
         else:
-            pending.append((position, prepared))
+            outcomes[position] = resolved
     if pending:
-        try:
-            vectors = embed_for_store([text for _, p in pending for text in p.embedding_texts()], for_write=True)
-        except CortexError as exc:
-            for position, _ in pending:
-                outcomes[position] = exc
-            pending = []
-        offset = 0
-        with transaction.atomic():
-            for position, prepared in pending:
-                count = len(prepared.chunks)
-                try:
-                    outcomes[position] = _store(prepared, vectors[offset : offset + count])
-                except CortexError as exc:
-                    outcomes[position] = exc
-                except IntegrityError:
-                    # Its savepoint is rolled back; the rest of the batch goes on.
-                    outcomes[position] = Conflict(
-                        "Another memory took this item's identity meanwhile (the same source item twice?); it was not stored.",
-                        error_code="DUPLICATE_ITEM",
-                    )
-                offset += count
+        for (position, _), outcome in zip(pending, _store_many(principal, [p for _, p in pending]), strict=True):
+            outcomes[position] = outcome
     return [outcome for outcome in outcomes if outcome is not None]
+
+
+class _Lookups:
+    """What every draft of one call reads alike, read once: the clearance ladder and the scope each
+    (explicit scope, source) pair resolves to. A refusal is not kept: each draft that asks is refused
+    with its own error."""
+
+    def __init__(self, principal: Principal) -> None:
+        self.principal = principal
+        self._ladder: dict[int, str] | None = None
+        self._scopes: dict[tuple[str, str], tuple[Scope, str]] = {}
+        self._by_slug: dict[str, Scope] | None = None
+
+    def ladder(self) -> dict[int, str]:
+        if self._ladder is None:
+            self._ladder = clearance_names(self.principal.organization_id)
+        return self._ladder
+
+    def scope(self, explicit: str | None, source: str) -> tuple[Scope, str]:
+        key = (explicit or "", source)
+        resolved = self._scopes.get(key)
+        if resolved is None:
+            if self._by_slug is None:
+                self._by_slug = {s.slug: s for s in Scope.objects.filter(organization_id=self.principal.organization_id)}
+            resolved = self._scopes[key] = resolve_scope(self.principal, explicit, source, by_slug=self._by_slug)
+        return resolved
 
 
 def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None) -> _PreparedWrite | WriteResult:
@@ -221,6 +228,15 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
 
     A WriteResult means nothing needs storing (a replayed idempotency key or a duplicate).
     """
+    (resolved,) = _resolve(principal, [_clean(principal, draft, supersedes, _Lookups(principal))])
+    if isinstance(resolved, CortexError):
+        raise resolved
+    return resolved
+
+
+def _clean(principal: Principal, draft: MemoryDraft, supersedes: Memory | None, lookups: _Lookups) -> _PreparedWrite:
+    """The checks of one draft that need no lookup of existing memories: validation, provenance,
+    scope (and the right to write there), clearance. Raises the CortexError that refuses it."""
     if principal.read_only:
         raise PermissionDenied("This token is read-only; it cannot store memories.", error_code="TOKEN_READ_ONLY")
     content = draft.content.replace("\r\n", "\n") if isinstance(draft.content, str) else ""
@@ -235,38 +251,14 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
         draft = replace(draft, author_name=author_name)
     valid_from = draft.valid_from or timezone.now()
     check_validity(valid_from, draft.valid_until)
-    scope, resolution = resolve_scope(principal, draft.scope, source)
+    scope, resolution = lookups.scope(draft.scope, source)
     token = principal.token
     if draft.clearance_min is None and token is not None and token.default_clearance_rank is not None:
         clearance_rank = min(token.default_clearance_rank, principal.clearance_rank)
     else:
-        clearance_rank = clearance_rank_of(principal, draft.clearance_min)
-    digest = content_hash(content)
-
-    if draft.idempotency_key:
-        if len(draft.idempotency_key) > 255:
-            raise ValidationFailed("idempotency_key is at most 255 characters.", error_code="INVALID_IDEMPOTENCY_KEY")
-        earlier = Memory.objects.filter(
-            organization_id=principal.organization_id, created_by=principal.user, idempotency_key=draft.idempotency_key
-        ).first()
-        if earlier is not None:
-            return _replay(principal, earlier, resolution)
-    if draft.external_id and supersedes is None:
-        existing = Memory.objects.filter(
-            organization_id=principal.organization_id, source=source, external_id=draft.external_id
-        ).first()
-        if existing is not None:
-            if existing.status == Memory.Status.ACTIVE and existing.content_hash == digest:
-                return WriteResult(existing, resolution, deduplicated=True)
-            if existing.status != Memory.Status.ACTIVE:
-                raise Conflict(
-                    f"{source} item {draft.external_id!r} was {existing.status}; it is not recreated.",
-                    error_code="EXTERNAL_ITEM_CLOSED",
-                )
-            supersedes = existing  # an edited source item supersedes its earlier memory
-    duplicate = _readable_duplicate(principal, scope, digest, supersedes)
-    if duplicate is not None:
-        return WriteResult(duplicate, resolution, deduplicated=True)
+        clearance_rank = clearance_rank_of(principal, draft.clearance_min, ladder=lookups.ladder())
+    if len(draft.idempotency_key) > 255:
+        raise ValidationFailed("idempotency_key is at most 255 characters.", error_code="INVALID_IDEMPOTENCY_KEY")
     return _PreparedWrite(
         principal=principal,
         draft=draft,
@@ -280,87 +272,323 @@ def _prepare(principal: Principal, draft: MemoryDraft, supersedes: Memory | None
         scope=scope,
         resolution=resolution,
         clearance_rank=clearance_rank,
-        digest=digest,
+        digest=content_hash(content),
         supersedes=supersedes,
-        chunks=chunk_text(content),
+        chunks=[],
         author_given_by=author_given_by,
     )
 
 
+def _resolve(principal: Principal, cleaned: Sequence[_PreparedWrite]) -> list[_PreparedWrite | WriteResult | CortexError]:
+    """For each cleaned draft, in order: what its identity and content say — the memory an
+    idempotency key already stored (replayed), the source item's memory (the same content: a
+    duplicate; changed: it is superseded; closed: refused), or a readable memory with the same
+    content in that scope (a duplicate) — else the draft, chunked, ready to embed and store.
+    One query each for keys, source items and duplicates, whatever the number of drafts."""
+    keys = [p.draft.idempotency_key for p in cleaned if p.draft.idempotency_key]
+    earlier: dict[str, Memory] = {}
+    if keys:
+        earlier = {
+            m.idempotency_key: m
+            for m in Memory.objects.filter(
+                organization_id=principal.organization_id, created_by=principal.user, idempotency_key__in=keys
+            )
+        }
+    items: dict[str, set[str]] = defaultdict(set)
+    for p in cleaned:
+        if p.draft.external_id and p.supersedes is None:
+            items[p.source].add(p.draft.external_id)
+    existing: dict[tuple[str, str], Memory] = {}
+    if items:
+        wanted = Q()
+        for source, external_ids in items.items():
+            wanted |= Q(source=source, external_id__in=external_ids)
+        existing = {
+            (m.source, m.external_id): m for m in Memory.objects.filter(Q(organization_id=principal.organization_id) & wanted)
+        }
+    outcomes: list[_PreparedWrite | WriteResult | CortexError] = []
+    for p in cleaned:
+        try:
+            outcomes.append(_identity(p, earlier.get(p.draft.idempotency_key), existing.get((p.source, p.draft.external_id))))
+        except CortexError as exc:
+            outcomes.append(exc)
+    undecided = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, _PreparedWrite)]
+    duplicates = _readable_duplicates(principal, [cast(_PreparedWrite, outcomes[i]) for i in undecided])
+    for i, duplicate in zip(undecided, duplicates, strict=True):
+        p = cast(_PreparedWrite, outcomes[i])
+        outcomes[i] = (
+            WriteResult(duplicate, p.resolution, deduplicated=True)
+            if duplicate is not None
+            else replace(p, chunks=chunk_text(p.content))
+        )
+    return outcomes
+
+
+def _identity(p: _PreparedWrite, earlier: Memory | None, existing: Memory | None) -> _PreparedWrite | WriteResult:
+    """The idempotency key and the source item of one draft (see `_resolve`)."""
+    if p.draft.idempotency_key and earlier is not None:
+        return _replay(p.principal, earlier, p.resolution)
+    if p.draft.external_id and p.supersedes is None and existing is not None:
+        if existing.status == Memory.Status.ACTIVE and existing.content_hash == p.digest:
+            return WriteResult(existing, p.resolution, deduplicated=True)
+        if existing.status != Memory.Status.ACTIVE:
+            raise Conflict(
+                f"{p.source} item {p.draft.external_id!r} was {existing.status}; it is not recreated.",
+                error_code="EXTERNAL_ITEM_CLOSED",
+            )
+        return replace(p, supersedes=existing)  # an edited source item supersedes its earlier memory
+    return p
+
+
+def _readable_duplicates(principal: Principal, writes: Sequence[_PreparedWrite]) -> list[Memory | None]:
+    """For each write, the oldest active memory with its content in its scope that the writer may
+    read (never the one it supersedes), or None: an invisible duplicate must not leak, so it does
+    not count. One query for the candidates, one to load the chosen ones."""
+    if not writes:
+        return []
+    candidates: dict[tuple[int, str], list[Memory]] = defaultdict(list)
+    rows = (
+        Memory.objects.filter(
+            organization_id=principal.organization_id,
+            scope_id__in={p.scope.pk for p in writes},
+            content_hash__in={p.digest for p in writes},
+            status=Memory.Status.ACTIVE,
+        )
+        .only("id", "organization_id", "scope_id", "content_hash", "clearance_rank", "status", "valid_until")
+        .order_by("created_at")
+    )
+    for row in rows:
+        candidates[(row.scope_id, row.content_hash)].append(row)
+    chosen = [
+        next(
+            (
+                m
+                for m in candidates.get((p.scope.pk, p.digest), ())
+                if (p.supersedes is None or m.pk != p.supersedes.pk) and principal.can_read_memory(m)
+            ),
+            None,
+        )
+        for p in writes
+    ]
+    ids = {m.pk for m in chosen if m is not None}
+    loaded = Memory.objects.select_related("scope", "author").in_bulk(ids) if ids else {}
+    return [None if m is None else loaded.get(m.pk) for m in chosen]
+
+
 def _store(p: _PreparedWrite, vectors: Any) -> WriteResult:
     """One transaction (a savepoint inside a caller's): memory, chunks, audit event; post-write work on commit."""
-    principal, draft, scope, supersedes = p.principal, p.draft, p.scope, p.supersedes
-    user = principal.user
+    principal, supersedes = p.principal, p.supersedes
     try:
         with transaction.atomic():
-            _lock("memory-content", principal.organization_id, scope.pk, p.digest)
-            duplicate = _readable_duplicate(principal, scope, p.digest, supersedes)
+            _lock_contents([p])
+            (duplicate,) = _readable_duplicates(principal, [p])
             if duplicate is not None:
                 return WriteResult(duplicate, p.resolution, deduplicated=True)
-            external_id = draft.external_id or (supersedes.external_id if supersedes is not None else "")
-            if p.propose:
-                external_id = ""  # the original keeps its source item until the revision is accepted
-            elif supersedes is not None:
-                retire(supersedes)
-            status = Memory.Status.PROPOSED if p.propose else Memory.Status.ACTIVE
-            memory = Memory.objects.create(
-                organization_id=principal.organization_id,
-                scope=scope,
-                title=p.title,
-                content=p.content,
-                category=p.category,
-                source=p.source,
-                source_url=p.source_url,
-                author=None if draft.author_name else user,
-                author_name=draft.author_name.strip()[:200],
-                author_given_by=p.author_given_by,
-                created_by=user,
-                tags=p.tags,
-                clearance_rank=p.clearance_rank,
-                valid_from=p.valid_from,
-                valid_until=draft.valid_until,
-                external_id=external_id,
-                content_hash=p.digest,
-                idempotency_key=draft.idempotency_key,
-                supersedes=supersedes,
-                status=status,
-            )
-            create_chunks(memory, p.chunks, vectors)
+            memory = _write_memory_rows([p])[0]
+            create_chunks_many([(memory, p.chunks, vectors)])
             if p.propose:
                 assert supersedes is not None
                 return _store_proposal(p, memory, supersedes)
-            if supersedes is not None:
-                Memory.objects.filter(pk=supersedes.pk).update(superseded_by=memory)
-                supersedes.superseded_by = memory
+            event = _created_event(p, memory)
             record(
-                "memory.create" if supersedes is None else "memory.supersede",
+                event.action,
                 organization=principal.organization_id,
                 actor=principal.actor,
-                target_type="memory",
-                target_id=memory.pk,
-                details={
-                    "scope": scope.slug,
-                    "scope_resolution": p.resolution,
-                    "source": p.source,
-                    "chunks": len(p.chunks),
-                    "supersedes": str(supersedes.pk) if supersedes else None,
-                },
+                target_type=event.target_type,
+                target_id=event.target_id,
+                details=event.details,
             )
             transaction.on_commit(lambda: _enqueue_post_write(memory.pk))
     except IntegrityError:
         # Lost a race with the same idempotency key: the other request stored it; answer with that.
-        if draft.idempotency_key:
-            earlier = Memory.objects.filter(
-                organization_id=principal.organization_id, created_by=user, idempotency_key=draft.idempotency_key
-            ).first()
-            if earlier is not None:
-                return _replay(principal, earlier, p.resolution)
+        earlier = _earlier_for_key(p)
+        if earlier is not None:
+            return _replay(principal, earlier, p.resolution)
         raise
     return WriteResult(memory, p.resolution)
 
 
+def _store_many(principal: Principal, pending: Sequence[_PreparedWrite]) -> list[WriteResult | CortexError]:
+    """Embed and store the batch's writes (see `memory_create_many`); one outcome per write, in order."""
+    starts = list(itertools.accumulate((len(p.chunks) for p in pending), initial=0))
+    outcomes: list[WriteResult | CortexError | None] = [None] * len(pending)
+    stored: dict[int, Memory] = {}
+    try:
+        embedding = BackgroundEmbedding([text for p in pending for text in p.embedding_texts()])
+        if not embedding.in_process:
+            # A hosted provider may take up to its timeout: no transaction is held open meanwhile.
+            embedding.result()
+        with transaction.atomic():
+            # While the model runs: the content locks (concurrent writers of the same content wait,
+            # then find this batch's memory), duplicates re-checked under them, and the memory rows.
+            _lock_contents(pending)
+            first: list[int] = []
+            followers: list[int] = []
+            leader_of: dict[tuple[int, str], int] = {}
+            for i, (p, duplicate) in enumerate(zip(pending, _readable_duplicates(principal, pending), strict=True)):
+                if duplicate is not None:
+                    outcomes[i] = WriteResult(duplicate, p.resolution, deduplicated=True)
+                elif (p.scope.pk, p.digest) in leader_of:
+                    followers.append(i)  # the same content as an earlier draft of this batch
+                else:
+                    leader_of[(p.scope.pk, p.digest)] = i
+                    first.append(i)
+            _insert_rows(pending, first, stored, outcomes)
+            for i in followers:
+                p = pending[i]
+                leader = leader_of[(p.scope.pk, p.digest)]
+                if leader in stored and principal.can_read_memory(stored[leader]):
+                    outcomes[i] = WriteResult(stored[leader], p.resolution, deduplicated=True)
+                    continue
+                _insert_rows(pending, [i], stored, outcomes)
+                if i in stored:
+                    leader_of[(p.scope.pk, p.digest)] = i  # later copies are duplicates of this one
+            vectors = embedding.result()
+            written = sorted(stored)
+            create_chunks_many([(stored[i], pending[i].chunks, vectors[starts[i] : starts[i + 1]]) for i in written])
+            if written:
+                record_many(
+                    [_created_event(pending[i], stored[i]) for i in written],
+                    organization=principal.organization_id,
+                    actor=principal.actor,
+                )
+            for i in written:
+                outcomes[i] = WriteResult(stored[i], pending[i].resolution)
+            if written:
+                transaction.on_commit(functools.partial(post_write_enqueue_many, [stored[i].pk for i in written]))
+    except CortexError as exc:
+        # The embedding failed (raised by result()): nothing of the batch is stored.
+        return [exc] * len(pending)
+    return [cast(WriteResult | CortexError, outcome) for outcome in outcomes]
+
+
+def _insert_rows(
+    pending: Sequence[_PreparedWrite],
+    indexes: Sequence[int],
+    stored: dict[int, Memory],
+    outcomes: list[WriteResult | CortexError | None],
+) -> None:
+    """Insert the memory rows of `pending[i]` for each index (one INSERT), noting each stored one in
+    `stored`; when one cannot be stored, each is written in its own savepoint and a refused one gets
+    its error in `outcomes` (or, for an idempotency key a concurrent writer just used, that memory)."""
+    if not indexes:
+        return
+    if len(indexes) > 1:
+        try:
+            with transaction.atomic():
+                memories = _write_memory_rows([pending[i] for i in indexes])
+        except (CortexError, IntegrityError):
+            pass  # rolled back: one of them fails; find which, one by one
+        else:
+            stored.update(zip(indexes, memories, strict=True))
+            return
+    for i in indexes:
+        p = pending[i]
+        try:
+            with transaction.atomic():
+                stored[i] = _write_memory_rows([p])[0]
+        except CortexError as exc:
+            outcomes[i] = exc
+        except IntegrityError:
+            earlier = _earlier_for_key(p)
+            try:
+                outcomes[i] = (
+                    _replay(p.principal, earlier, p.resolution)
+                    if earlier is not None
+                    else Conflict(
+                        "Another memory took this item's identity meanwhile (the same source item twice?); it was not stored.",
+                        error_code="DUPLICATE_ITEM",
+                    )
+                )
+            except CortexError as exc:
+                outcomes[i] = exc
+
+
+def _write_memory_rows(writes: Sequence[_PreparedWrite]) -> list[Memory]:
+    """The memory rows of these writes (one INSERT), retiring what each supersedes (unless it is a
+    proposal) and linking both ways. Raises Conflict when a superseded memory changed meanwhile and
+    IntegrityError when an identity (source item, idempotency key) is taken: the caller's savepoint
+    rolls all of it back."""
+    for p in writes:
+        if p.supersedes is not None and not p.propose:
+            retire(p.supersedes)
+    memories = Memory.objects.bulk_create([_memory_row(p) for p in writes])
+    for p, memory in zip(writes, memories, strict=True):
+        if p.supersedes is not None and not p.propose:
+            Memory.objects.filter(pk=p.supersedes.pk).update(superseded_by=memory)
+            p.supersedes.superseded_by = memory
+    return memories
+
+
+def _memory_row(p: _PreparedWrite) -> Memory:
+    principal, draft, supersedes = p.principal, p.draft, p.supersedes
+    external_id = draft.external_id or (supersedes.external_id if supersedes is not None else "")
+    if p.propose:
+        external_id = ""  # the original keeps its source item until the revision is accepted
+    return Memory(
+        organization_id=principal.organization_id,
+        scope=p.scope,
+        title=p.title,
+        content=p.content,
+        category=p.category,
+        source=p.source,
+        source_url=p.source_url,
+        author=None if draft.author_name else principal.user,
+        author_name=draft.author_name.strip()[:200],
+        author_given_by=p.author_given_by,
+        created_by=principal.user,
+        tags=p.tags,
+        clearance_rank=p.clearance_rank,
+        valid_from=p.valid_from,
+        valid_until=draft.valid_until,
+        external_id=external_id,
+        content_hash=p.digest,
+        idempotency_key=draft.idempotency_key,
+        supersedes=supersedes,
+        status=Memory.Status.PROPOSED if p.propose else Memory.Status.ACTIVE,
+    )
+
+
+def _created_event(p: _PreparedWrite, memory: Memory) -> EventSpec:
+    supersedes = p.supersedes
+    return EventSpec(
+        "memory.create" if supersedes is None else "memory.supersede",
+        target_type="memory",
+        target_id=memory.pk,
+        details={
+            "scope": p.scope.slug,
+            "scope_resolution": p.resolution,
+            "source": p.source,
+            "chunks": len(p.chunks),
+            "supersedes": str(supersedes.pk) if supersedes else None,
+        },
+    )
+
+
+def _earlier_for_key(p: _PreparedWrite) -> Memory | None:
+    if not p.draft.idempotency_key:
+        return None
+    return Memory.objects.filter(
+        organization_id=p.principal.organization_id, created_by=p.principal.user, idempotency_key=p.draft.idempotency_key
+    ).first()
+
+
+def _lock_contents(writes: Sequence[_PreparedWrite]) -> None:
+    """Take the content locks of these writes — (organization, scope, content hash) — in one round
+    trip, in ascending key order, so two batches with shared contents never wait on each other in a
+    cycle; every content lock is taken before the audit-chain lock, as a single write does."""
+    keys = sorted({_lock_key("memory-content", p.principal.organization_id, p.scope.pk, p.digest) for p in writes})
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::bigint[]) AS k", [keys])
+
+
 def create_chunks(memory: Memory, chunks: Sequence[Chunk], vectors: Any) -> None:
     """A memory's chunks with their vectors and full-text vectors, carrying its filter columns."""
+    create_chunks_many([(memory, chunks, vectors)])
+
+
+def create_chunks_many(items: Sequence[tuple[Memory, Sequence[Chunk], Any]]) -> None:
+    """The chunks of several memories (memory, its chunks, their vectors), in one INSERT."""
     MemoryChunk.objects.bulk_create(
         MemoryChunk(
             memory=memory,
@@ -380,6 +608,7 @@ def create_chunks(memory: Memory, chunks: Sequence[Chunk], vectors: Any) -> None
             tags=list(memory.tags),
             search_vector=_search_vector(memory.title, memory.tags, c.text),
         )
+        for memory, chunks, vectors in items
         for i, c in enumerate(chunks)
     )
 

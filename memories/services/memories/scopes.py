@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from cortex_site.errors import NotFound, PermissionDenied
 from memories.access import Principal
 from memories.models import PUBLIC_DOCS_SLUG, Scope, SourceScopeRule
@@ -16,7 +18,9 @@ class ScopeResolution:
     DEFAULT = "default"
 
 
-def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tuple[Scope, str]:
+def resolve_scope(
+    principal: Principal, explicit: str | None, source: str, *, by_slug: Mapping[str, Scope] | None = None
+) -> tuple[Scope, str]:
     """Which scope a new memory lands in, and which rule decided; refuses scopes it may not write.
 
     The order: the scope given → the token's default scope (set when an agent was connected) →
@@ -27,9 +31,14 @@ def resolve_scope(principal: Principal, explicit: str | None, source: str) -> tu
     their existence (the built-in GitHub → engineering rule skips an engineering the writer cannot
     see, as in an organization without one). A rule never widens: when the rule's scope is readable
     but not writable the write is refused rather than moved to a broader scope.
+
+    `by_slug`: the organization's scopes by slug, when a batch has read them once.
     """
     if explicit:
-        scope = Scope.objects.filter(organization_id=principal.organization_id, slug=explicit).first()
+        if by_slug is not None:
+            scope = by_slug.get(explicit)
+        else:
+            scope = Scope.objects.filter(organization_id=principal.organization_id, slug=explicit).first()
         if scope is None or not principal.can_read_scope(scope):
             raise NotFound(f"Unknown scope {explicit!r}.", error_code="UNKNOWN_SCOPE", details={"scope": explicit})
         resolution = ScopeResolution.EXPLICIT

@@ -90,9 +90,13 @@ def clean_source(source: str) -> str:
     return value
 
 
-def clearance_rank_of(principal: Principal, name: str | None) -> int:
-    """The rank for a clearance name (default: the lowest rung); never above the principal's own."""
-    ladder = clearance_names(principal.organization_id)
+def clearance_rank_of(principal: Principal, name: str | None, *, ladder: dict[int, str] | None = None) -> int:
+    """The rank for a clearance name (default: the lowest rung); never above the principal's own.
+
+    `ladder` is the organization's (rank → name), when the caller has already read it for a batch.
+    """
+    if ladder is None:
+        ladder = clearance_names(principal.organization_id)
     if name is None or name == "":
         return min(ladder) if ladder else 0
     for rank, rung in ladder.items():
