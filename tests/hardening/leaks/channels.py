@@ -8,10 +8,11 @@ from typing import Any
 import anyio
 import httpx2
 from django.test import Client
-from hardening.leaks.surfaces import OK, TOOL_ERROR, Answer, json_text
-from hardening.leaks.world import Who, World
 from mcp.client import Client as McpClient
 from mcp.client.streamable_http import streamable_http_client
+
+from hardening.leaks.surfaces import OK, TOOL_ERROR, Answer, json_text
+from hardening.leaks.world import Who, World
 
 Ask = Callable[[tuple[Any, ...]], Answer]
 

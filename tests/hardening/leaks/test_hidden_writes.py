@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from django.core.cache import cache
 from django.test import Client
+
 from hardening.leaks.channels import rest
 from hardening.leaks.world import ACME_SCOPES, RUNGS, SHARED_QUERY, World
-
 from memories.access import Principal
 from memories.services.memories import MemoryDraft, memory_create
 

@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 import pytest
+
 from hardening.leaks import channels
 from hardening.leaks.surfaces import MCP, REST, UI, Answer, Check, run_surfaces
 from hardening.leaks.world import MCP_PRINCIPALS, SESSION_PRINCIPALS, SHARED_QUERY, TOKEN_PRINCIPALS, World
