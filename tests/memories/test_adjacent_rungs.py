@@ -124,8 +124,11 @@ def test_a_memory_one_rung_above_is_not_found_on_every_path(lower: str, higher: 
         memory_for_history(principal(rungs[lower]), memory.pk)
     memory.refresh_from_db()
     assert memory.status == "active" and memory.tags == [] and memory.content.startswith("Quarterly")
-    # Nothing was done to it: its only event is its creation.
-    assert list(AuditEvent.objects.filter(target_id=memory.pk).values_list("action", flat=True)) == ["memory.create"]
+    # Nothing was done to it: besides its creation, its only events record the denials (by clearance,
+    # once a minute per actor, rule and target), never a change.
+    events = list(AuditEvent.objects.filter(target_id=memory.pk).order_by("created_at", "pk").values_list("action", "details"))
+    assert [action for action, _ in events if action != "access.denied"] == ["memory.create"]
+    assert [details["rule"] for action, details in events if action == "access.denied"] == ["clearance"]
 
 
 @pytest.mark.django_db
