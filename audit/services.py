@@ -140,15 +140,7 @@ def record(
         # depends on the chain, and each statement under the lock is a round trip all of them wait out.
         stored_details, stored_ip = _as_stored(details or {}, current_client_ip())
         _chain_lock(organization_id)
-        prev = AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
-        if prev is None:
-            # Retention may have removed every event: the chain goes on from the last one removed.
-            prev = (
-                AuditCheckpoint.objects.filter(organization_id=organization_id, kind=AuditCheckpoint.Kind.RETENTION)
-                .order_by("-id")
-                .values_list("last_hash", flat=True)
-                .first()
-            )
+        prev = _chain_head(organization_id)
         event = AuditEvent(
             organization_id=organization_id,
             created_at=timezone.now(),
@@ -164,11 +156,25 @@ def record(
             request_id=current_request_id() or "",
             ip=stored_ip,
             details=stored_details,
-            prev_hash=prev or GENESIS_HASH,
+            prev_hash=prev,
         )
         event.hash = _event_digest(event)
         event.save(force_insert=True)
     return event
+
+
+def _chain_head(organization_id: Any) -> str:
+    """The hash the organization's next event links to; call it holding the chain lock."""
+    head = AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
+    if head is None:
+        # Retention may have removed every event: the chain goes on from the last one removed.
+        head = (
+            AuditCheckpoint.objects.filter(organization_id=organization_id, kind=AuditCheckpoint.Kind.RETENTION)
+            .order_by("-id")
+            .values_list("last_hash", flat=True)
+            .first()
+        )
+    return head or GENESIS_HASH
 
 
 @dataclass(frozen=True)
@@ -202,15 +208,7 @@ def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor)
     with transaction.atomic():
         _chain_lock(organization_id)
         stored_ip, stored_details = _as_stored_many([event.details or {} for event in events], current_client_ip())
-        prev = AuditEvent.objects.filter(organization_id=organization_id).order_by("-id").values_list("hash", flat=True).first()
-        if prev is None:
-            prev = (
-                AuditCheckpoint.objects.filter(organization_id=organization_id, kind=AuditCheckpoint.Kind.RETENTION)
-                .order_by("-id")
-                .values_list("last_hash", flat=True)
-                .first()
-            )
-        prev = prev or GENESIS_HASH
+        prev = _chain_head(organization_id)
         request_id = current_request_id() or ""
         rows: list[AuditEvent] = []
         for event, action, details in zip(events, actions, stored_details, strict=True):

@@ -38,6 +38,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
+import harness  # noqa: E402
 from recall import database_url, drop_database, ensure_database, loadavg, machine, percentiles  # noqa: E402
 
 HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-github").resolve()
@@ -67,19 +68,8 @@ def drive(args: argparse.Namespace) -> int:
         if args.web_concurrency is not None:
             env["WEB_CONCURRENCY"] = str(args.web_concurrency)
         mode = "--profile-phase" if args.profile else "--phase"
-        command = [sys.executable, str(Path(__file__).resolve()), mode, str(args.deliveries), str(args.concurrency)]
-        if not args.profile:
-            command.append(str(args.drain_timeout))
-        result: dict[str, Any] = {}
-        with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
-            assert child.stdout is not None
-            for line in child.stdout:
-                if line.startswith("RESULT "):
-                    result = json.loads(line[len("RESULT ") :])
-                else:
-                    print(line, end="", flush=True)
-        if child.returncode != 0:
-            raise SystemExit(f"the benchmark phase failed (exit {child.returncode})")
+        phase = [str(args.deliveries), str(args.concurrency)] + ([] if args.profile else [str(args.drain_timeout)])
+        result = harness.run_phase(Path(__file__).resolve(), env, *phase, flag=mode)
     result["machine"] = machine()
     output = Path(args.json or HOME / ("profile.json" if args.profile else "results.json"))
     output.write_text(json.dumps(result, indent=2))

@@ -15,9 +15,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_phase(script: Path, env: dict[str, str], *args: str) -> dict[str, Any]:
-    """Run `script --phase *args` with `env` and return the JSON of its RESULT line."""
-    command = [sys.executable, str(script), "--phase", *args]
+def run_phase(script: Path, env: dict[str, str], *args: str, flag: str = "--phase") -> dict[str, Any]:
+    """Run `script <flag> *args` with `env` and return the JSON of its RESULT line."""
+    command = [sys.executable, str(script), flag, *args]
     print(f"\n== {' '.join(args)}", flush=True)
     result: dict[str, Any] = {}
     with subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True) as child:
