@@ -56,6 +56,9 @@ class Action(StrEnum):
     MEMORY_REDACTION_FINAL = "memory.redaction_final"
     MEMORY_DELETE = "memory.delete"
     MEMORY_EXPORT = "memory.export"
+    # the daily digest: a member's opt-in or out, and each digest sent (counts, never content)
+    DIGEST_PREFERENCE = "digest.preference"
+    DIGEST_SENT = "digest.sent"
     # memories: reads
     MEMORY_LIST = "memory.list"
     MEMORY_READ = "memory.read"

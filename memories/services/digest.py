@@ -7,8 +7,9 @@ absolutely (`CORTEX_BASE_URL`). Nothing is sent when there is nothing new.
 
 At most one digest per member per day (the server's `TIME_ZONE` day): the membership row is
 claimed (`digest_sent_at` set, only if it was not set today) in the same transaction that sends
-the mail, so a second run the same day — or a concurrent one — sends nothing, and a mail that
-fails to go out releases the claim for the next run. A member with nothing new is not claimed
+the mail and records `digest.sent` (item counts by kind, never their content) in the organization's
+audit chain, so a second run the same day — or a concurrent one — sends nothing, and a mail that
+fails to go out releases the claim (and its event) for the next run. A member with nothing new is not claimed
 (a later item that day still makes a digest on a later run). Deactivated members, and accounts that can
 no longer sign in, get nothing.
 """
@@ -30,6 +31,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.safestring import mark_safe
 
+from audit.services import Actor, record
 from memories.access import Principal
 from memories.models import Membership
 from memories.selectors.activity import ActivityItem, activity_items
@@ -58,7 +60,16 @@ class DigestBatch:
 
 def digest_preference_set(*, principal: Principal, enabled: bool) -> None:
     """The member's own opt-in (or out) for this organization's daily digest."""
-    Membership.objects.filter(pk=principal.membership.pk).update(digest_email=enabled)
+    with transaction.atomic():
+        Membership.objects.filter(pk=principal.membership.pk).update(digest_email=enabled)
+        record(
+            "digest.preference",
+            organization=principal.organization_id,
+            actor=principal.actor,
+            target_type="membership",
+            target_id=principal.membership.pk,
+            details={"enabled": enabled},
+        )
     principal.membership.digest_email = enabled
 
 
@@ -134,6 +145,19 @@ def digest_send(*, membership_id: int, now: datetime | None = None) -> bool:
         claimed = Membership.objects.filter(_due(now), pk=membership_id).update(digest_sent_at=now)
         if claimed != 1:
             return False  # another run claimed today's digest first
+        # What went out, to whom, and how many of each kind — never the items themselves (the
+        # audit log is read by auditors who need not be able to read those memories).
+        kinds: dict[str, int] = {}
+        for item in items:
+            kinds[item.kind] = kinds.get(item.kind, 0) + 1
+        record(
+            "digest.sent",
+            organization=membership.organization_id,
+            actor=Actor.system("daily digest"),
+            target_type="membership",
+            target_id=membership.pk,
+            details={"items": len(items), "kinds": kinds},
+        )
         message.send()  # raises on failure: the claim rolls back and the next run tries again
     return True
 

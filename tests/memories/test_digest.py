@@ -156,3 +156,34 @@ def test_a_full_batch_enqueues_the_next_and_every_due_member_is_served_once(
     with django_capture_on_commit_callbacks(execute=True):
         send_daily_digests(0, 1)
     assert len(mail.outbox) == 2
+
+
+def test_each_digest_sent_and_each_opt_in_change_is_in_the_audit_chain_without_the_items(acme: dict[str, Any]) -> None:
+    from audit.models import AuditEvent
+    from audit.services import verify_chain
+
+    _superseded(acme, "Staging deploys")
+    client = signed_in(acme["employee"])
+    client.post("/settings/digest/", {"digest_email": "on"})
+    [opt_in] = AuditEvent.objects.filter(organization=acme["org"], action="digest.preference")
+    assert opt_in.actor_user_id == acme["employee"].user_id and opt_in.details == {"enabled": True}
+    assert send_daily_digests() == 1
+    [sent] = AuditEvent.objects.filter(organization=acme["org"], action="digest.sent")
+    assert sent.actor_kind == "system" and sent.target_id == str(acme["employee"].pk)
+    assert sent.details == {"items": 1, "kinds": {"superseded": 1}}
+    assert "Staging" not in str(sent.details)
+    assert send_daily_digests() == 0  # nothing sent, nothing recorded
+    assert AuditEvent.objects.filter(action="digest.sent").count() == 1
+    assert verify_chain(acme["org"].pk).ok
+
+
+def test_a_digest_the_mail_server_refuses_leaves_no_sent_event(acme: dict[str, Any], settings: Any) -> None:
+    from audit.models import AuditEvent
+
+    _superseded(acme)
+    _opt_in(acme["employee"])
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", 1  # nothing listens there
+    assert send_daily_digests() == 0
+    assert not AuditEvent.objects.filter(action="digest.sent").exists()
+    assert Membership.objects.get(pk=acme["employee"].pk).digest_sent_at is None
