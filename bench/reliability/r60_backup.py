@@ -9,8 +9,10 @@ redaction, all written through the services (so the audit chain is real). Then, 
 server and worker up and a client writing over HTTP all along ("a running instance"):
 
 1. **dump**: `pg_dump -Fc` (the embedded PostgreSQL's own binaries) of the live database, restored
-   with `pg_restore` into a new empty database. Every memory in the restored database must equal
-   its row in the source — id, scope, clearance, tags, status, valid_from/valid_until, created_at,
+   with `pg_restore` into a new empty database. The restored memories must be exactly those of the
+   dump's snapshot (exported from a repeatable-read transaction and given to `pg_dump --snapshot`,
+   so the script reads the same moment the dump does while writes and post-write work go on), row
+   for row — id, scope, clearance, tags, status, valid_from/valid_until, created_at,
    supersedes/superseded_by, content hash — and every memory written before the dump began must be
    there; then `cortex audit verify --all` must pass on the restored database.
 2. **export → import**: `cortex export --org --status all` (the operator's JSONL of every memory
@@ -57,7 +59,11 @@ def rows(url: str, slug: str) -> dict[str, tuple[Any, ...]]:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return {row[0]: row[1:] for row in conn.execute(ROW_SQL, [slug]).fetchall()}
+        return read_rows(conn, slug)
+
+
+def read_rows(conn: Any, slug: str) -> dict[str, tuple[Any, ...]]:
+    return {row[0]: row[1:] for row in conn.execute(ROW_SQL, [slug]).fetchall()}
 
 
 def populate(count: int) -> Any:
@@ -147,9 +153,17 @@ def phase_backup(count: int) -> dict[str, Any]:
         thread.start()
         time.sleep(2)
         before_dump = rows(source_url, "backup")
-        started = time.monotonic()
-        pg("pg_dump", "-h", socket_dir, "-U", user, "-Fc", "-f", str(dump), name)
-        dump_s = time.monotonic() - started
+        # The dump reads one snapshot while writes and post-write work (conflicts can supersede a
+        # memory written a moment before) go on; the rows it must reproduce are those of that same
+        # snapshot, exported from a repeatable-read transaction and handed to pg_dump.
+        with psycopg.connect(source_url) as snapshot_conn:
+            snapshot_conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+            snapshot = snapshot_conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+            at_dump = read_rows(snapshot_conn, "backup")
+            started = time.monotonic()
+            pg("pg_dump", "-h", socket_dir, "-U", user, "-Fc", f"--snapshot={snapshot}", "-f", str(dump), name)
+            dump_s = time.monotonic() - started
+            snapshot_conn.rollback()
         time.sleep(1)
         stop.set()
         thread.join()
@@ -198,9 +212,9 @@ def phase_backup(count: int) -> dict[str, Any]:
     for leftover in (dump, export_file):
         leftover.unlink(missing_ok=True)
     checks = {
-        "every restored memory equals its source row": all(source.get(k) == v for k, v in back.items()),
+        "the restored memories are exactly the dump's snapshot, row for row": back == at_dump,
         "every memory written before the dump is restored": set(before_dump) <= set(back),
-        "supersession links restored": all(back.get(k, ())[7:9] == v[7:9] for k, v in before_dump.items()),
+        "supersession links restored": all(back.get(k, ())[7:9] == v[7:9] for k, v in at_dump.items()),
         "audit chain verifies on the restored database": verify.returncode == 0,
         "export succeeded": exported.returncode == 0,
         "import steps succeeded": not failed_steps,
@@ -214,6 +228,8 @@ def phase_backup(count: int) -> dict[str, Any]:
         "superseded": sum(1 for r in source.values() if r[3] == "superseded"),
         "written_during": len(written),
         "before_dump": len(before_dump),
+        "at_dump": len(at_dump),
+        "changed_since_dump": sum(1 for k, v in at_dump.items() if source.get(k) != v),
         "restored": len(back),
         "dump_s": round(dump_s, 2),
         "restore_s": round(restore_s, 2),
@@ -238,7 +254,9 @@ def describe(r: dict[str, Any]) -> str:
         f"Source: {r['memories']} memories ({r['active']} active, {r['superseded']} superseded, one redacted) in 3 scopes "
         f"at 4 rungs; {r['written_during']} more written over HTTP while the backup ran.\n\n"
         f"**pg_dump / pg_restore**: dump of the live database {r['dump_s']} s ({r['dump_bytes'] / 1e6:.1f} MB, custom format), "
-        f"restore {r['restore_s']} s; {r['before_dump']} memories existed when the dump began, {r['restored']} restored; "
+        f"restore {r['restore_s']} s; {r['before_dump']} memories existed just before the dump began and {r['at_dump']} in its "
+        f"snapshot, {r['restored']} restored; {r['changed_since_dump']} rows of that snapshot changed in the source while "
+        "the dump ran or after it (post-write work; the restore is compared with the snapshot, exported to pg_dump); "
         f"`cortex audit verify --all` on the restored database: {r['verify']!r}.\n\n"
         f"**cortex export --status all → cortex import**: {r['active_imported']} of {r['active']} active memories back; "
         f"{r['versions_imported']} of {r['versions_source']} versions (active and superseded; the redacted one is not "
