@@ -360,6 +360,32 @@ def features(
     return rows
 
 
+def confidence_table(runs: list[dict[str, Any]], partials: tuple[float, ...] = (0.35, 0.38, 0.40, 0.42, 0.45)) -> str:
+    """Per half (tuning = even ids, held-out = odd, for genuine and unanswerable queries alike): the share
+    of genuine queries with no result at least partial, and of unanswerable queries not confident, if the
+    partial threshold were each of `partials` (from the returned matches; ranking does not depend on it)."""
+
+    def flagged(part: list[dict[str, Any]], partial: float) -> str:
+        if not part:
+            return "—"
+        weak = sum(1 for r in part if not any(m is not None and m >= partial for m in r["matches"]))
+        return f"{weak}/{len(part)} = {weak / len(part):.1%}"
+
+    lines = [
+        "| partial at | tuning: genuine not confident | tuning: unanswerable not confident "
+        "| held-out: genuine not confident | held-out: unanswerable not confident |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for partial in partials:
+        cells = [
+            flagged([r for r in runs if ("relevant" in r["query"]) is genuine and held_out(r["query"]) is held], partial)
+            for held in (False, True)
+            for genuine in (True, False)
+        ]
+        lines.append(f"| {partial:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def render_quick(report: dict[str, Any]) -> str:
     lines = [
         "| part | n | recall@1 | recall@5 | MRR@10 | nDCG@10 | lowest type r@5 | recency pairs |",
@@ -382,6 +408,8 @@ def render_quick(report: dict[str, Any]) -> str:
         t = report["tuning"]["by_type"].get(query_type, empty)
         h = report["held-out"]["by_type"].get(query_type, empty)
         lines.append(f"| {query_type} | {t['recall@5']:.3f} | {h['recall@5']:.3f} | {t['mrr@10']:.3f} | {h['mrr@10']:.3f} |")
+    lines.append("")
+    lines.append(confidence_table(report["runs"]))
     lines.append("")
     lines.append(
         f"Confidence: genuine queries answered `confident: false` {report['genuine_not_confident']:.1%}, "
