@@ -187,7 +187,8 @@ def test_a_paraphrase_sharing_few_words_with_its_answer_is_confident(acme: dict[
         title="VPN gateway flaky",
         scope="engineering",
     )
-    remember(author, "The plant in reception is dropping its leaves; someone please water it.", title="Plants", scope="engineering")
+    # "dropping" is in this note only: a rare word the answer lacks.
+    remember(author, "The plant in reception is dropping its leaves; please water it.", title="Plants", scope="engineering")
     remember(author, "Quarterly planning starts next week; bring your roadmap drafts.", title="Planning", scope="engineering")
     cache.clear()
     reader = principal(acme["employee"])
