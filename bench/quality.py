@@ -310,6 +310,82 @@ def quick(client: Any, queries: list[dict[str, Any]], unanswerable: list[dict[st
     return report
 
 
+def features(
+    queries: list[dict[str, Any]], unanswerable: list[dict[str, Any]], ids: dict[str, str], principal: Any, embedder: str
+) -> list[dict[str, Any]]:
+    """Per query (genuine and unanswerable), what recall knows about its top hits when it labels them:
+    raw cosine, calibrated dense, lexical, fused strength, the final match (after the selective-term and
+    absent-name penalties) — for studying the confidence rule (--features PATH writes them as JSON)."""
+    from memories.retrieval import scoring
+    from memories.retrieval.terms import query_terms
+    from memories.selectors import recall as selector
+    from memories.selectors.recall import RecallQuery, recall
+
+    calibration = scoring.CALIBRATIONS.get(embedder, scoring.DEFAULT_CALIBRATION)
+    span = calibration.ceiling - calibration.floor
+    keys = {v: k for k, v in ids.items()}
+    rows = []
+    for query in [*queries, *unanswerable]:
+        hits = recall(principal, RecallQuery(query=query["query"], limit=50), audit=False).hits
+        grades = query.get("relevant", {})
+        text = selector.normalise_query(query["query"])
+        terms, _weights, _common, frequencies = selector._term_weights(selector.statistics_rule(principal), query_terms(text))
+        rows.append(
+            {
+                "id": query["id"],
+                "type": query.get("type") or query.get("kind"),
+                "genuine": "relevant" in query,
+                "held_out": held_out(query),
+                "query": query["query"],
+                "terms": dict(zip(terms, frequencies, strict=True)),
+                "names_nothing_visible": selector._names_nothing_visible(text, terms, frequencies),
+                "hits": [
+                    {
+                        "key": keys[str(h.memory.pk)],
+                        "grade": grades.get(keys[str(h.memory.pk)], 0),
+                        "similarity": round(h.similarity, 6),
+                        # what the calibration makes of it (clipped at floor and ceiling)
+                        "dense_from_similarity": round(min(1.0, max(0.0, (h.similarity - calibration.floor) / span)), 6),
+                        "dense": h.dense,
+                        "lexical": h.lexical,
+                        "fused": round(scoring.fuse(h.dense, h.lexical), 6),
+                        "match": h.match,
+                        "relevance": h.relevance,
+                        "confidence": h.confidence.value,
+                    }
+                    for h in hits
+                ],
+            }
+        )
+    return rows
+
+
+def confidence_table(runs: list[dict[str, Any]], partials: tuple[float, ...] = (0.35, 0.38, 0.40, 0.42, 0.45)) -> str:
+    """Per half (tuning = even ids, held-out = odd, for genuine and unanswerable queries alike): the share
+    of genuine queries with no result at least partial, and of unanswerable queries not confident, if the
+    partial threshold were each of `partials` (from the returned matches; ranking does not depend on it)."""
+
+    def flagged(part: list[dict[str, Any]], partial: float) -> str:
+        if not part:
+            return "—"
+        weak = sum(1 for r in part if not any(m is not None and m >= partial for m in r["matches"]))
+        return f"{weak}/{len(part)} = {weak / len(part):.1%}"
+
+    lines = [
+        "| partial at | tuning: genuine not confident | tuning: unanswerable not confident "
+        "| held-out: genuine not confident | held-out: unanswerable not confident |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for partial in partials:
+        cells = [
+            flagged([r for r in runs if ("relevant" in r["query"]) is genuine and held_out(r["query"]) is held], partial)
+            for held in (False, True)
+            for genuine in (True, False)
+        ]
+        lines.append(f"| {partial:.2f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def render_quick(report: dict[str, Any]) -> str:
     lines = [
         "| part | n | recall@1 | recall@5 | MRR@10 | nDCG@10 | lowest type r@5 | recency pairs |",
@@ -332,6 +408,8 @@ def render_quick(report: dict[str, Any]) -> str:
         t = report["tuning"]["by_type"].get(query_type, empty)
         h = report["held-out"]["by_type"].get(query_type, empty)
         lines.append(f"| {query_type} | {t['recall@5']:.3f} | {h['recall@5']:.3f} | {t['mrr@10']:.3f} | {h['mrr@10']:.3f} |")
+    lines.append("")
+    lines.append(confidence_table(report["runs"]))
     lines.append("")
     lines.append(
         f"Confidence: genuine queries answered `confident: false` {report['genuine_not_confident']:.1%}, "
@@ -409,6 +487,7 @@ def main() -> int:
     parser.add_argument(
         "--sweep", action="store_true", help="tuning: rank with a grid of scoring parameters (full mode) and print a table"
     )
+    parser.add_argument("--features", type=Path, help="with --quick: write per-query confidence features as JSON")
     parser.add_argument("--set", type=Path, default=DATA, help="the evaluation set's directory (memories.jsonl, queries.jsonl)")
     parser.add_argument(
         "--quick", action="store_true", help="full score only: tuning / held-out halves, and confidence on unanswerable queries"
@@ -446,6 +525,15 @@ def main() -> int:
                         )
             if args.json:
                 args.json.write_text(json.dumps(result, indent=2, default=str))
+            if args.features:
+                rows = features(
+                    queries,
+                    load_jsonl(unanswerable if unanswerable.exists() else DATA / "unanswerable.jsonl"),
+                    ids,
+                    Principal(member),
+                    args.embedder,
+                )
+                args.features.write_text(json.dumps(rows, indent=1))
             return 0
         for mode in MODES:
             runs = run_queries(client, queries, ids, mode)

@@ -4,7 +4,8 @@
     relevance = (strength / best strength in the pool) ^ SPREAD_POWER
     recency   = 2^(−age_days / half_life)                age from valid_from
     score     = 0.7 · relevance + 0.3 · recency
-    match     = strength (after the selective-term penalty), absolute: the same across queries
+    match     = fused strength less the penalty for missing identifiers (not rare words), absolute:
+                the same across queries (memories.selectors.recall, docs/quality.md "Confidence")
 
 `dense` maps cosine similarity onto [0, 1] with a per-model calibration (what counts as
 unrelated and as a strong match differs between models). `lexical` is the IDF-weighted

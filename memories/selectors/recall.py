@@ -76,6 +76,8 @@ class RecallHit:
     # Absolute strength in [0, 1] (relevance is relative to the pool's best) and its label.
     match: float = 0.0
     confidence: scoring.Confidence = scoring.Confidence.WEAK
+    # Raw cosine similarity of the best chunk to the query (before calibration).
+    similarity: float = 0.0
     # The superseded memory whose match led here, when it matched better than this one.
     earlier_version: Memory | None = None
 
@@ -221,12 +223,22 @@ def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[in
     return corrected, {**dict(zip(terms, frequencies, strict=True)), **visible}
 
 
+_HYPHENATED_WORD = re.compile(r"[a-z]+(?:-[a-z]+)+")
+
+
+def _names_a_code(term: str) -> bool:
+    """An identifier as the absolute match understands it: a ticket id, error code, version or path —
+    not a hyphenated word ("e-bike", "on-call"), which is_identifier keeps whole for the lexical side
+    but which names nothing."""
+    return is_identifier(term) and not _HYPHENATED_WORD.fullmatch(term)
+
+
 def _names_nothing_visible(text: str, terms: list[str], frequencies: list[int]) -> bool:
     """Whether the query names an identifier or a proper name (capitalised, not the first word) that
     occurs in no chunk the reader may see."""
     first = query_terms(text)[:1]
     return any(
-        df == 0 and (is_identifier(term) or (term[:1].isupper() and term[1:].islower() and term not in first))
+        df == 0 and (_names_a_code(term) or (term[:1].isupper() and term[1:].islower() and term not in first))
         for term, df in zip(terms, frequencies, strict=True)
     )
 
@@ -255,6 +267,9 @@ class _Candidate:
     lexical: float
     chunk: sql.ScoredChunk
     earlier_version_id: Any = None
+    # Its own absolute match before the absent-name factor: fused strength less the penalty for the
+    # identifiers it lacks (not for rare words: see _Scorer).
+    match: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -270,6 +285,11 @@ class _Scorer:
     has_terms: bool
     # Per term: its weight when it is selective and some candidate holds it, else 0.
     selective: tuple[float, ...] = ()
+    # The same for identifiers only (_names_a_code). The absolute match is penalised for lacking
+    # these alone: lacking the ticket id another memory holds means "not the answer", whereas a rare
+    # word another chunk happens to hold ("dropping", "shift") breaks ties between look-alikes in
+    # the ranking but says nothing about how well this memory answers.
+    code_selective: tuple[float, ...] = ()
 
     def __call__(self, chunk: sql.ScoredChunk) -> _Candidate:
         d = scoring.dense_strength(chunk.similarity, self.calibration)
@@ -278,10 +298,11 @@ class _Scorer:
             if self.has_terms
             else 0.0
         )
-        strength = scoring.strength_for(self.mode, d, lx)
+        strength = match = scoring.strength_for(self.mode, d, lx)
         if self.selective and self.mode is not scoring.RankingMode.DENSE:
             strength *= 1.0 - scoring.PARAMS.miss_penalty * scoring.missing_share(chunk.body_hits, self.selective)
-        return _Candidate(strength, d, lx, chunk)
+            match *= 1.0 - scoring.PARAMS.miss_penalty * scoring.missing_share(chunk.body_hits, self.code_selective)
+        return _Candidate(strength, d, lx, chunk, match=match)
 
 
 def _selective_weights(
@@ -405,6 +426,12 @@ def _query_vector(text: str) -> Any:
     return vector
 
 
+def _match(strength: float, candidate: _Candidate) -> float:
+    """Absolute match before the absent-name factor: the candidate's own match, or the strength it
+    ranks with when that is higher (inherited from an earlier version or a near-identical older one)."""
+    return max(strength, candidate.match)
+
+
 def _mode() -> scoring.RankingMode:
     return scoring.RankingMode(getattr(settings, "CORTEX_RANKING_MODE", "full"))
 
@@ -462,12 +489,14 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     lap("retrieve")
 
     params = scoring.PARAMS
+    selective = _selective_weights(terms, weights, frequencies, scored)
     score = _Scorer(
         mode,
         scoring.CALIBRATIONS.get(get_embedder().name, scoring.DEFAULT_CALIBRATION),
         weights,
         bool(terms),
-        _selective_weights(terms, weights, frequencies, scored),
+        selective,
+        tuple(w if _names_a_code(term) else 0.0 for term, w in zip(terms, selective, strict=True)),
     )
     best, earlier = _fold(scored, score)
     lap("fold")
@@ -527,8 +556,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
             chunk_index=candidate.chunk.index,
             dense=round(candidate.dense, 6),
             lexical=round(candidate.lexical, 6),
-            match=round(strength * absent, 6),
-            confidence=scoring.confidence(strength * absent),
+            match=round(_match(strength, candidate) * absent, 6),
+            confidence=scoring.confidence(_match(strength, candidate) * absent),
+            similarity=round(candidate.chunk.similarity, 6),
             earlier_version=via.get(candidate.earlier_version_id),
         )
         for score_value, relevance, rec, memory, candidate, strength in returned

@@ -145,3 +145,55 @@ def test_a_repeated_query_is_embedded_once_per_process(acme: dict[str, Any], not
     again = recall(principal(acme["employee"]), RecallQuery("deploy freeze december unique-query-17"), audit=False)
     assert calls == [["deploy freeze december unique-query-17"]]
     assert [(h.memory.pk, h.score, h.match) for h in first.hits] == [(h.memory.pk, h.score, h.match) for h in again.hits]
+
+
+@pytest.mark.django_db
+def test_a_rare_word_another_memory_holds_does_not_lower_the_answers_match(acme: dict[str, Any], notes: dict[str, Any]) -> None:
+    # "fridays" is in one visible chunk, the canteen note's: ranking treats it as selective (a twin that
+    # lacks it loses strength), but the absolute match of the deploy-freeze note does not pay for it...
+    canteen = remember(acme["exec"], "The canteen closes early on fridays.", title="Canteen", scope="engineering")
+    cache.clear()
+    reader = principal(acme["employee"])
+    hits = recall(reader, RecallQuery("deploy freeze fridays"), audit=False).hits
+    assert [h.memory for h in hits[:2]] == [notes["Deploy freeze"], canteen]
+    freeze = hits[0]
+    assert freeze.match == round(scoring.fuse(freeze.dense, freeze.lexical), 6)
+    # ...while lacking the ticket id another memory holds does: it is not the answer to that id.
+    named = recall(reader, RecallQuery("deploy freeze INC-2025-031"), audit=False).hits
+    freeze = next(h for h in named if h.memory == notes["Deploy freeze"])
+    assert freeze.match == round(scoring.fuse(freeze.dense, freeze.lexical) * (1 - scoring.PARAMS.miss_penalty), 6)
+    assert named[0].memory == notes["Incident INC-2025-031"]
+
+
+@pytest.mark.django_db
+def test_a_hyphenated_word_nobody_holds_is_not_a_name(acme: dict[str, Any], notes: dict[str, Any]) -> None:
+    reader = principal(acme["employee"])
+    worded = recall(reader, RecallQuery("deploy freeze e-scooter"), audit=False).hits[0]
+    coded = recall(reader, RecallQuery("deploy freeze SCOOT-42"), audit=False).hits[0]
+    assert worded.memory == coded.memory == notes["Deploy freeze"]
+    # "e-scooter" occurs nowhere, but it is a word: no absent-name factor. SCOOT-42 is an id nobody holds.
+    assert worded.match == round(scoring.fuse(worded.dense, worded.lexical), 6)
+    assert coded.match == round(scoring.fuse(coded.dense, coded.lexical) * (1 - scoring.PARAMS.miss_penalty), 6)
+
+
+@pytest.mark.django_db
+def test_a_paraphrase_sharing_few_words_with_its_answer_is_confident(acme: dict[str, Any], use_embedder: Any) -> None:
+    use_embedder("local")
+    author = acme["exec"]
+    vpn = remember(
+        author,
+        "Heads up: the VPN gateway is flaky since the firmware update, sessions time out every few minutes. "
+        "Use the wired network until IT rolls it back.",
+        title="VPN gateway flaky",
+        scope="engineering",
+    )
+    # "dropping" is in this note only: a rare word the answer lacks.
+    remember(author, "The plant in reception is dropping its leaves; please water it.", title="Plants", scope="engineering")
+    remember(author, "Quarterly planning starts next week; bring your roadmap drafts.", title="Planning", scope="engineering")
+    cache.clear()
+    reader = principal(acme["employee"])
+    result = recall(reader, RecallQuery("why does my remote connection keep dropping?"), audit=False)
+    assert result.hits[0].memory == vpn
+    assert result.hits[0].confidence is not scoring.Confidence.WEAK and result.confident
+    # Nonsense against the same memories stays weak.
+    assert not recall(reader, RecallQuery("zxqv blorp frandle"), audit=False).confident
