@@ -28,9 +28,9 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from audit.models import AuditEvent
 from audit.context import current_client_ip, current_request_id
-from audit.services import Actor, EventSpec, valid_address, record, record_many
+from audit.models import AuditEvent
+from audit.services import Actor, EventSpec, record, record_many, valid_address
 from connectors.base import ParsedDelivery
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
@@ -154,13 +154,13 @@ def delivery_accept(*, connector: Connector, parsed: ParsedDelivery, via: str = 
     audit action that says what happened (`webhook.accept`, `webhook.ignore` or
     `webhook.duplicate`) and, for an ignored one, why.
 
-    One statement, and no audit event: recording here would take the organization's audit-chain
-    lock, which every audited write of the organization waits for, so a burst of deliveries would
-    be answered one at a time. The event is appended later, exactly once (`Delivery.audited`):
-    an accepted delivery's by the worker that processes it, an ignored one's by
-    `delivery_record_events`, triggered on commit (and by the beat sweep, which also records the
-    accepted ones whose task was lost). A duplicate is the source retrying an event already stored
-    (and recorded): it writes nothing, no event either.
+    One statement (a duplicate's answer reads the stored one too), and no audit event: recording
+    here would take the organization's audit-chain lock, which every audited write of the
+    organization waits for, so a burst of deliveries would be answered one at a time. The event is
+    appended later, exactly once (`Delivery.audited`): an accepted delivery's by the worker that
+    processes it, an ignored one's by `delivery_record_events`, triggered on commit (and by the
+    beat sweep, which also records the accepted ones whose task was lost). A duplicate is the
+    source retrying an event already stored (and recorded): it writes nothing, no event either.
     """
     paused = connector.status == Connector.Status.PAUSED
     ignored = parsed.ignored or paused
@@ -375,9 +375,6 @@ def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
         except Exception as exc:
             logger.exception("connector %s: delivery %s could not be processed", connector.pk, delivery.pk)
             failure = exc
-        # Under the row lock, after the source's calls (the chain lock is held from here to the
-        # commit, so no network call waits inside it) and before the memories' own events.
-        _record_delivery_event(delivery, connector)
         if failure is None:
             now = timezone.now()
             run = SyncRun(
@@ -393,6 +390,9 @@ def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
             run.progress_done = len(items)
             run.finished_at = timezone.now()
             run.save(force_insert=True)
+            # Under the row lock, so once; after the memories' events (their write takes the chain
+            # lock only once they are embedded: recording earlier would hold it over the embedding).
+            _record_delivery_event(delivery, connector)
             delivery.status = (
                 Delivery.Status.FAILED if counts.failed and not (counts.created or counts.updated) else Delivery.Status.PROCESSED
             )
@@ -420,6 +420,7 @@ def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
                 },
             )
             return DeliveryOutcome()
+        _record_delivery_event(delivery, connector)
         delivery.save(update_fields=["attempts", "audited"])
     return _delivery_failed(delivery, connector, failure, attempt)
 

@@ -87,9 +87,10 @@ def test_the_answer_writes_no_audit_event_and_each_delivery_gets_exactly_one_aft
     ignore = by_target[str(ignore_delivery.pk)]
     assert "without being merged" in ignore.details["reason"]
     assert ignore.details["received_at"] == ignore_delivery.received_at.isoformat()
-    # The worker appended the accept before the memory it wrote.
+    # The worker appended it with its run's events: after the memory's, before the run's end.
     memory_event = AuditEvent.objects.get(organization=acme["org"], action="memory.create")
-    assert accept.pk < memory_event.pk
+    finish = AuditEvent.objects.get(organization=acme["org"], action="connector.sync_finish")
+    assert memory_event.pk < accept.pk < finish.pk
 
     # Running everything again records nothing twice.
     assert delivery_record_events(batch_size=100, grace_seconds=0) == 0
