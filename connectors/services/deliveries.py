@@ -165,28 +165,30 @@ def delivery_accept(*, connector: Connector, parsed: ParsedDelivery, via: str = 
     paused = connector.status == Connector.Status.PAUSED
     ignored = parsed.ignored or paused
     reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
-    with transaction.atomic():
-        delivery = Delivery(
-            connector=connector,
-            delivery_id=parsed.delivery_id[:200],
-            organization_id=connector.organization_id,
-            event=parsed.event[:100],
-            status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
-            # An ignored delivery keeps what it was, not its content.
-            payload={} if ignored else parsed.payload,
-            error=reason if ignored else "",
-            processed_at=timezone.now() if ignored else None,
-            via=via,
-            request_id=(current_request_id() or "")[:128],
-            client_ip=valid_address(current_client_ip()),
-        )
-        if not _insert_once(delivery):
-            return Delivery.objects.get(connector=connector, delivery_id=delivery.delivery_id), "webhook.duplicate", reason
-        delivery_pk = delivery.pk
-        if ignored:
-            transaction.on_commit(_enqueue_events)
-            return delivery, "webhook.ignore", reason
-        transaction.on_commit(lambda: _enqueue(delivery_pk))
+    delivery = Delivery(
+        connector=connector,
+        delivery_id=parsed.delivery_id[:200],
+        organization_id=connector.organization_id,
+        event=parsed.event[:100],
+        status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
+        # An ignored delivery keeps what it was, not its content.
+        payload={} if ignored else parsed.payload,
+        error=reason if ignored else "",
+        processed_at=timezone.now() if ignored else None,
+        via=via,
+        request_id=(current_request_id() or "")[:128],
+        client_ip=valid_address(current_client_ip()),
+    )
+    # No transaction of its own: the one statement is atomic, and in autocommit it commits without
+    # a COMMIT round trip; the on-commit hooks then run at once (or, inside a caller's
+    # transaction, when that commits).
+    if not _insert_once(delivery):
+        return Delivery.objects.get(connector=connector, delivery_id=delivery.delivery_id), "webhook.duplicate", reason
+    delivery_pk = delivery.pk
+    if ignored:
+        transaction.on_commit(_enqueue_events)
+        return delivery, "webhook.ignore", reason
+    transaction.on_commit(lambda: _enqueue(delivery_pk))
     return delivery, "webhook.accept", reason
 
 

@@ -9,12 +9,15 @@ which also records accepted deliveries whose task was lost. A duplicate writes n
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 from github_webhooks import github_fixture, post_github
 from support.stub_server import StubResponse, StubServer
@@ -152,3 +155,38 @@ def test_socket_mode_deliveries_keep_how_they_came(
     assert events[str(socket.pk)].actor_label == "github socket mode"
     assert events[str(socket.pk)].details["via"] == "socket_mode"
     assert verify_chain(acme["org"]).ok
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_batch_step_leaves_a_delivery_a_worker_holds_to_that_worker(
+    make_github: Callable[..., Connector], acme: dict[str, Any]
+) -> None:
+    connector = make_github(acme["exec"])
+    delivery = Delivery.objects.create(
+        organization_id=connector.organization_id, connector=connector, delivery_id="held", event="pull_request.closed"
+    )
+    Delivery.objects.filter(pk=delivery.pk).update(received_at=timezone.now() - timedelta(minutes=10))
+    locked, release = threading.Event(), threading.Event()
+
+    def worker() -> None:  # holds the row lock as `delivery_process` does while it works
+        try:
+            with transaction.atomic():
+                Delivery.objects.select_for_update().get(pk=delivery.pk)
+                locked.set()
+                release.wait(10)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    try:
+        assert locked.wait(10)
+        # Skipped, not waited for: the worker records it under that lock (or a later run does).
+        started = time.monotonic()
+        assert delivery_record_events(batch_size=10, grace_seconds=0) == 0
+        assert time.monotonic() - started < 5
+    finally:
+        release.set()
+        thread.join(10)
+    assert delivery_record_events(batch_size=10, grace_seconds=0) == 1
+    assert [e.target_id for e in _webhook_events(connector)] == [str(delivery.pk)]
