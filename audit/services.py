@@ -49,7 +49,7 @@ class Actor:
         return cls(kind=AuditEvent.ActorKind.ANONYMOUS, label=label)
 
 
-def _valid_address(ip: str | None) -> str | None:
+def valid_address(ip: str | None) -> str | None:
     """The client address as inet can store it, or None."""
     try:
         address = ipaddress.ip_address(ip) if ip else None
@@ -68,7 +68,7 @@ def _as_stored(details: dict[str, Any], ip: str | None) -> tuple[Any, str | None
     instead of the stored ones would make an intact chain look tampered with.
     """
     with connection.cursor() as cursor:
-        cursor.execute("SELECT %s::jsonb, host(%s::inet)", [json.dumps(details, default=str), _valid_address(ip)])
+        cursor.execute("SELECT %s::jsonb, host(%s::inet)", [json.dumps(details, default=str), valid_address(ip)])
         stored_details, stored_ip = cursor.fetchone()
     if isinstance(stored_details, str):  # Django loads jsonb as text and decodes it in JSONField
         stored_details = json.loads(stored_details)
@@ -186,6 +186,10 @@ class EventSpec:
     target_id: Any = ""
     outcome: str = AuditEvent.Outcome.OK
     details: dict[str, Any] | None = None
+    # An event recorded after the request it belongs to (a webhook delivery's, appended by a
+    # worker) carries that request's id and client address; None: the current context's.
+    request_id: str | None = None
+    ip: str | None = None
 
 
 def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor) -> list[AuditEvent]:
@@ -193,7 +197,7 @@ def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor)
 
     The same chain as `record` called once per event (each event's `prev_hash` is the hash of the
     one before it), written with four statements whatever the count: the lock, one round trip
-    that normalises every `details` as jsonb stores it (and the ip), the chain's head, and one
+    that normalises every `details` (and ip) as PostgreSQL stores it, the chain's head, and one
     INSERT. Ids follow the list's order (one INSERT assigns the sequence row by row), which is the
     order `verify_chain` walks. Same transaction rules as `record`; raises ValueError, before
     writing anything, for an action that is not in `audit.actions.Action`.
@@ -207,11 +211,13 @@ def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor)
     organization_id = getattr(organization, "pk", organization)
     with transaction.atomic():
         _chain_lock(organization_id)
-        stored_ip, stored_details = _as_stored_many([event.details or {} for event in events], current_client_ip())
+        context_ip, context_request_id = current_client_ip(), current_request_id() or ""
+        stored = _as_stored_many(
+            [event.details or {} for event in events], [context_ip if event.ip is None else event.ip for event in events]
+        )
         prev = _chain_head(organization_id)
-        request_id = current_request_id() or ""
         rows: list[AuditEvent] = []
-        for event, action, details in zip(events, actions, stored_details, strict=True):
+        for event, action, (stored_ip, details) in zip(events, actions, stored, strict=True):
             row = AuditEvent(
                 organization_id=organization_id,
                 created_at=timezone.now(),
@@ -224,7 +230,7 @@ def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor)
                 target_type=event.target_type,
                 target_id=str(event.target_id or "")[:128],
                 outcome=event.outcome,
-                request_id=request_id,
+                request_id=(context_request_id if event.request_id is None else event.request_id)[:128],
                 ip=stored_ip,
                 details=details,
                 prev_hash=prev,
@@ -235,17 +241,15 @@ def record_many(events: Sequence[EventSpec], *, organization: Any, actor: Actor)
     return rows
 
 
-def _as_stored_many(details: Sequence[dict[str, Any]], ip: str | None) -> tuple[str | None, list[Any]]:
-    """`_as_stored` for several `details` at once, in one round trip: the ip, and each details as jsonb returns it."""
-    address = _valid_address(ip)
+def _as_stored_many(details: Sequence[dict[str, Any]], ips: Sequence[str | None]) -> list[tuple[str | None, Any]]:
+    """`_as_stored` for several (details, ip) pairs at once, in one round trip, in order."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT host(%s::inet), d::jsonb FROM unnest(%s::text[]) WITH ORDINALITY AS t(d, n) ORDER BY n",
-            [address, [json.dumps(d, default=str) for d in details]],
+            "SELECT host(i::inet), d::jsonb FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(d, i, n) ORDER BY n",
+            [[json.dumps(d, default=str) for d in details], [valid_address(ip) for ip in ips]],
         )
         rows = cursor.fetchall()
-    stored = [json.loads(value) if isinstance(value, str) else value for _, value in rows]
-    return (rows[0][0] if rows else None), stored
+    return [(ip, json.loads(value) if isinstance(value, str) else value) for ip, value in rows]
 
 
 @dataclass(frozen=True)

@@ -164,12 +164,24 @@ class Delivery(models.Model):
     processed_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     error = models.TextField(blank=True, default="")
+    # The answer writes no audit event (the organization's chain lock would serialise a burst):
+    # its `webhook.accept`/`webhook.ignore` is appended later, by the worker or the batch step in
+    # services/deliveries.py, which set this in the same transaction, so it is appended exactly once.
+    audited = models.BooleanField(default=False)
+    # What that event carries from the answer: how the delivery came (empty: its webhook;
+    # "socket_mode"), the answer's request id and the sender's address.
+    via = models.CharField(max_length=20, blank=True, default="")
+    request_id = models.CharField(max_length=128, blank=True, default="")
+    client_ip = models.GenericIPAddressField(null=True, blank=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["connector", "delivery_id", "organization"], name="delivery_connector_delivery_id")
         ]
-        indexes = [models.Index(fields=["connector", "-received_at"], name="delivery_connector_recent")]
+        indexes = [
+            models.Index(fields=["connector", "-received_at"], name="delivery_connector_recent"),
+            models.Index(fields=["received_at"], condition=models.Q(audited=False), name="delivery_unaudited"),
+        ]
 
     def __str__(self) -> str:
         return f"Delivery {self.delivery_id} ({self.status})"

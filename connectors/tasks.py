@@ -59,17 +59,32 @@ def process_delivery(self: Any, delivery_id: str, attempt: int = 0) -> str:
     return "done"
 
 
-@shared_task(name="connectors.sweep_deliveries", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)
-def sweep_deliveries() -> int:
-    """Beat: enqueue the deliveries whose on-commit enqueue never reached the broker (Redis was
-    down when they were answered); bounded per run, so a long outage drains over a few runs."""
+@shared_task(name="connectors.record_delivery_events", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)
+def record_delivery_events() -> int:
+    """On commit of an ignored delivery: append the audit events of the deliveries that wait for
+    one (a burst of answers shares one batch; tasks that find nothing left do nothing)."""
     from django.conf import settings
 
-    from connectors.services.deliveries import delivery_sweep
+    from connectors.services.deliveries import delivery_record_events
 
-    return len(
-        delivery_sweep(batch_size=settings.CORTEX_DELIVERY_SWEEP_BATCH, grace_seconds=settings.CORTEX_DELIVERY_GRACE_SECONDS)
+    return delivery_record_events(
+        batch_size=settings.CORTEX_DELIVERY_SWEEP_BATCH, grace_seconds=settings.CORTEX_DELIVERY_GRACE_SECONDS
     )
+
+
+@shared_task(name="connectors.sweep_deliveries", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)
+def sweep_deliveries() -> dict[str, int]:
+    """Beat: record the audit events still missing (ignored deliveries whose on-commit step never
+    ran, accepted ones whose task was lost), then enqueue the deliveries whose on-commit enqueue
+    never reached the broker (Redis was down when they were answered); bounded per run, so a long
+    outage drains over a few runs."""
+    from django.conf import settings
+
+    from connectors.services.deliveries import delivery_record_events, delivery_sweep
+
+    batch, grace = settings.CORTEX_DELIVERY_SWEEP_BATCH, settings.CORTEX_DELIVERY_GRACE_SECONDS
+    recorded = delivery_record_events(batch_size=batch, grace_seconds=grace)
+    return {"recorded": recorded, "enqueued": len(delivery_sweep(batch_size=batch, grace_seconds=grace))}
 
 
 @shared_task(name="connectors.dispatch_due", acks_late=True, soft_time_limit=50, time_limit=58)

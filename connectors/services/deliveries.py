@@ -23,12 +23,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import connection, transaction
+from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from audit.context import current_client_ip, current_request_id
 from audit.models import AuditEvent
-from audit.services import Actor, record
+from audit.services import Actor, EventSpec, record, record_many, valid_address
 from connectors.base import ParsedDelivery
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
@@ -55,10 +57,6 @@ class DeliveryAnswer:
     body: dict[str, Any]
 
 
-def _webhook_actor(connector: Connector) -> Actor:
-    return Actor(kind=AuditEvent.ActorKind.ANONYMOUS, label=f"{connector.kind} webhook", connector_id=str(connector.pk))
-
-
 def _connector(kind: str, connector_id: Any) -> Connector:
     try:
         pk = uuid.UUID(str(connector_id))
@@ -76,7 +74,7 @@ def _reject(connector: Connector, error: CortexError) -> CortexError:
     record(
         "webhook.reject",
         organization=connector.organization_id,
-        actor=_webhook_actor(connector),
+        actor=_delivery_actor(connector, ""),
         target_type="connector",
         target_id=connector.pk,
         outcome=AuditEvent.Outcome.DENIED,
@@ -141,7 +139,7 @@ def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str]
     parsed = source.parse_delivery(headers=headers, body=body)
     if parsed.immediate_response is not None:
         return DeliveryAnswer(200, parsed.immediate_response)
-    delivery, action, reason = delivery_accept(connector=connector, parsed=parsed, actor=_webhook_actor(connector))
+    delivery, action, reason = delivery_accept(connector=connector, parsed=parsed)
     if action == "webhook.duplicate":
         return DeliveryAnswer(200, {"ok": True, "duplicate": True})
     if action == "webhook.ignore":
@@ -149,54 +147,144 @@ def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str]
     return DeliveryAnswer(200, {"ok": True, "delivery": str(delivery.pk)})
 
 
-def delivery_accept(
-    *, connector: Connector, parsed: ParsedDelivery, actor: Actor, via: str | None = None
-) -> tuple[Delivery, str, str]:
-    """Store a verified delivery once (deduplicated by its id), enqueue it on commit, audit it.
+def delivery_accept(*, connector: Connector, parsed: ParsedDelivery, via: str = "") -> tuple[Delivery, str, str]:
+    """Store a verified delivery once (deduplicated by its id) and enqueue it on commit.
 
-    Shared by webhooks and Slack's Socket Mode. Returns the delivery, the audit action that
-    says what happened (`webhook.accept`, `webhook.ignore` or `webhook.duplicate`) and, for
-    an ignored one, why.
+    Shared by webhooks and Slack's Socket Mode (`via="socket_mode"`). Returns the delivery, the
+    audit action that says what happened (`webhook.accept`, `webhook.ignore` or
+    `webhook.duplicate`) and, for an ignored one, why.
+
+    One statement (a duplicate's answer reads the stored one too), and no audit event: recording
+    here would take the organization's audit-chain lock, which every audited write of the
+    organization waits for, so a burst of deliveries would be answered one at a time. The event is
+    appended later, exactly once (`Delivery.audited`): an accepted delivery's by the worker that
+    processes it, an ignored one's by `delivery_record_events`, triggered on commit (and by the
+    beat sweep, which also records the accepted ones whose task was lost). A duplicate is the
+    source retrying an event already stored (and recorded): it writes nothing, no event either.
     """
     paused = connector.status == Connector.Status.PAUSED
     ignored = parsed.ignored or paused
     reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
-    with transaction.atomic():
-        delivery = Delivery(
-            connector=connector,
-            delivery_id=parsed.delivery_id[:200],
-            organization_id=connector.organization_id,
-            event=parsed.event[:100],
-            status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
-            # An ignored delivery keeps what it was, not its content.
-            payload={} if ignored else parsed.payload,
-            error=reason if ignored else "",
-            processed_at=timezone.now() if ignored else None,
-        )
-        created = _insert_once(delivery)
-        if not created:
-            delivery = Delivery.objects.get(connector=connector, delivery_id=delivery.delivery_id)
-        details: dict[str, Any] = {"kind": connector.kind, "event": parsed.event, "delivery_id": parsed.delivery_id}
-        if via:
-            details["via"] = via
-        if not created:
-            action = "webhook.duplicate"
-        elif ignored:
-            action = "webhook.ignore"
-            details["reason"] = reason
-        else:
-            action = "webhook.accept"
-            delivery_pk = delivery.pk
-            transaction.on_commit(lambda: _enqueue(delivery_pk))
-        record(
-            action,
+    delivery = Delivery(
+        connector=connector,
+        delivery_id=parsed.delivery_id[:200],
+        organization_id=connector.organization_id,
+        event=parsed.event[:100],
+        status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
+        # An ignored delivery keeps what it was, not its content.
+        payload={} if ignored else parsed.payload,
+        error=reason if ignored else "",
+        processed_at=timezone.now() if ignored else None,
+        via=via,
+        request_id=(current_request_id() or "")[:128],
+        client_ip=valid_address(current_client_ip()),
+    )
+    # No transaction of its own: the one statement is atomic, and in autocommit it commits without
+    # a COMMIT round trip; the on-commit hooks then run at once (or, inside a caller's
+    # transaction, when that commits).
+    if not _insert_once(delivery):
+        return Delivery.objects.get(connector=connector, delivery_id=delivery.delivery_id), "webhook.duplicate", reason
+    delivery_pk = delivery.pk
+    if ignored:
+        transaction.on_commit(_enqueue_events)
+        return delivery, "webhook.ignore", reason
+    transaction.on_commit(lambda: _enqueue(delivery_pk))
+    return delivery, "webhook.accept", reason
+
+
+def _delivery_actor(connector: Connector, via: str) -> Actor:
+    """Who the delivery's audit event names: the source's webhook, or how else it came ("slack socket mode")."""
+    label = f"{connector.kind} {via.replace('_', ' ') if via else 'webhook'}"
+    return Actor(kind=AuditEvent.ActorKind.ANONYMOUS, label=label, connector_id=str(connector.pk))
+
+
+def _delivery_event(delivery: Delivery, connector: Connector) -> EventSpec:
+    """The delivery's `webhook.accept` or `webhook.ignore`, as the answer saw it.
+
+    Appended after the answer, so the event's own time (`created_at`) is when it joined the chain;
+    `received_at` in its details is when the delivery was answered, and its request id and address
+    are the answer's.
+    """
+    details: dict[str, Any] = {
+        "kind": connector.kind,
+        "event": delivery.event,
+        "delivery_id": delivery.delivery_id,
+        "received_at": delivery.received_at.isoformat(),
+    }
+    if delivery.via:
+        details["via"] = delivery.via
+    ignored = delivery.status == Delivery.Status.IGNORED
+    if ignored:
+        details["reason"] = delivery.error
+    return EventSpec(
+        "webhook.ignore" if ignored else "webhook.accept",
+        target_type="delivery",
+        target_id=delivery.pk,
+        details=details,
+        request_id=delivery.request_id,
+        ip=delivery.client_ip or "",
+    )
+
+
+def _record_delivery_event(delivery: Delivery, connector: Connector) -> None:
+    """Append a delivery's event unless it is in the chain already; the caller holds the
+    delivery's row lock and saves `audited` in the same transaction."""
+    if not delivery.audited:
+        record_many(
+            [_delivery_event(delivery, connector)],
             organization=connector.organization_id,
-            actor=actor,
-            target_type="delivery",
-            target_id=delivery.pk,
-            details=details,
+            actor=_delivery_actor(connector, delivery.via),
         )
-    return delivery, action, reason
+        delivery.audited = True
+
+
+def delivery_record_events(*, batch_size: int, grace_seconds: int) -> int:
+    """Append the events of up to `batch_size` deliveries not yet in the audit chain, oldest first,
+    in one transaction (one chain lock per organization, one INSERT per organization and actor);
+    returns how many were recorded.
+
+    Ignored deliveries (no worker processes them) are taken at once; any other only
+    `grace_seconds` after it arrived, time for its worker to record it — past that its task was
+    lost (Redis was down) or it gave up without processing it. Rows a worker holds are skipped,
+    and each row's `audited` is set in the transaction that records its event, so overlapping runs,
+    and runs repeated, record nothing twice.
+    """
+    cutoff = timezone.now() - timedelta(seconds=grace_seconds)
+    with transaction.atomic():
+        deliveries = list(
+            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
+            .select_related("connector")
+            .filter(audited=False)
+            .filter(Q(status=Delivery.Status.IGNORED) | Q(received_at__lt=cutoff))
+            .order_by("received_at", "pk")[:batch_size]
+        )
+        groups: dict[tuple[Any, Any, str], list[Delivery]] = {}
+        for delivery in deliveries:
+            groups.setdefault((delivery.organization_id, delivery.connector_id, delivery.via), []).append(delivery)
+        for (organization_id, _connector_id, via), batch in groups.items():
+            connector = batch[0].connector
+            record_many(
+                [_delivery_event(delivery, connector) for delivery in batch],
+                organization=organization_id,
+                actor=_delivery_actor(connector, via),
+            )
+        Delivery.objects.filter(pk__in=[delivery.pk for delivery in deliveries]).update(audited=True)
+    if deliveries:
+        logger.info("recorded the audit events of %d deliveries", len(deliveries))
+    return len(deliveries)
+
+
+def _enqueue_events() -> bool:
+    """Ask a worker to record the waiting deliveries' events (on commit); False when the broker is
+    unreachable — the beat sweep records them then."""
+    from connectors.tasks import record_delivery_events
+
+    try:
+        record_delivery_events.delay()
+    except (BrokerError, RedisConnectionError):
+        logger.warning("could not enqueue the delivery audit step (broker unreachable); the delivery sweep will")
+        return False
+    return True
 
 
 def _insert_once(delivery: Delivery) -> bool:
@@ -304,6 +392,9 @@ def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
             run.progress_done = len(items)
             run.finished_at = timezone.now()
             run.save(force_insert=True)
+            # Under the row lock, so once; after the memories' events (their write takes the chain
+            # lock only once they are embedded: recording earlier would hold it over the embedding).
+            _record_delivery_event(delivery, connector)
             delivery.status = (
                 Delivery.Status.FAILED if counts.failed and not (counts.created or counts.updated) else Delivery.Status.PROCESSED
             )
@@ -331,7 +422,8 @@ def delivery_process(*, delivery_id: Any, attempt: int = 0) -> DeliveryOutcome:
                 },
             )
             return DeliveryOutcome()
-        delivery.save(update_fields=["attempts"])
+        _record_delivery_event(delivery, connector)
+        delivery.save(update_fields=["attempts", "audited"])
     return _delivery_failed(delivery, connector, failure, attempt)
 
 

@@ -1,5 +1,6 @@
 """A webhook answered while Redis is down loses nothing: the delivery is stored and answered, and the
-delivery sweep (beat) hands it to the worker once the broker is back.
+delivery sweep (beat) hands it to the worker once the broker is back. Its audit event, which the
+worker would have recorded, is recorded by the sweep meanwhile.
 
 "Down" is real, as in tests/hardening/faults/test_redis_down.py: the broker URL points at a loopback
 port nobody listens on, so kombu fails to connect exactly as with a stopped server.
@@ -13,13 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.test import override_settings
 from django.utils import timezone
-from github_webhooks import github_fixture
+from github_webhooks import github_fixture, post_github
 from support.stub_server import StubResponse, StubServer
 
+from audit.models import AuditEvent
+from audit.services import verify_chain
 from connectors.models import Connector, Delivery
 from connectors.services.deliveries import delivery_sweep
-from connectors.tasks import process_delivery
+from connectors.tasks import process_delivery, sweep_deliveries
 from cortex_site.celery import app
 from cortex_site.embedded import free_port
 from memories.models import Memory
@@ -28,6 +32,7 @@ pytestmark = pytest.mark.django_db
 
 REPO = "robvanderleek/create-issue-branch"
 MERGED = "pull_request__closed_merged.json"
+UNMERGED = "pull_request__closed_not_merged.json"  # on Codertocat/Hello-World
 
 
 def _reset_broker_pools() -> None:
@@ -120,3 +125,38 @@ def test_the_sweep_takes_only_deliveries_never_attempted_oldest_first_and_bounde
     assert delivery_sweep(batch_size=1, grace_seconds=300) == [str(oldest.pk)]
     assert delivery_sweep(batch_size=10, grace_seconds=300) == [str(older.pk)]
     assert delivery_sweep(batch_size=10, grace_seconds=300) == []
+
+
+def _webhook_events(connector: Connector) -> list[AuditEvent]:
+    return list(
+        AuditEvent.objects.filter(organization_id=connector.organization_id, action__startswith="webhook.").order_by("id")
+    )
+
+
+@override_settings(CORTEX_DELIVERY_GRACE_SECONDS=0)
+def test_a_delivery_whose_enqueue_failed_still_gets_its_event_through_the_sweep(
+    acme: dict[str, Any],
+    make_github: Callable[..., Connector],
+    stub_server: StubServer,
+    broker_down: Callable[[], None],
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    stub_server.route("GET", f"/repos/{REPO}/pulls/117/files", StubResponse(json=[]))
+    stub_server.route("GET", f"/repos/{REPO}/pulls/111", StubResponse(status=404, json={"message": "Not Found"}))
+    github = make_github(acme["exec"], repositories=[REPO, "Codertocat/Hello-World"])
+    with django_capture_on_commit_callbacks(execute=True):  # the on-commit enqueues really run, and fail
+        assert post_github(github, github_fixture(MERGED), delivery="d-down").status_code == 200
+        assert post_github(github, github_fixture(UNMERGED), delivery="d-down-ignored").status_code == 202
+    assert _webhook_events(github) == []
+
+    # Redis still down: the sweep cannot enqueue the accepted delivery, but records both events.
+    assert sweep_deliveries.apply().get() == {"recorded": 2, "enqueued": 0}
+    accepted = Delivery.objects.get(connector=github, delivery_id="d-down")
+    assert accepted.status == Delivery.Status.RECEIVED and accepted.audited
+    assert sorted(e.action for e in _webhook_events(github)) == ["webhook.accept", "webhook.ignore"]
+
+    broker_down()  # Redis is back (tasks run in-process, as the test settings say)
+    assert sweep_deliveries.apply().get() == {"recorded": 0, "enqueued": 1}
+    assert Delivery.objects.get(pk=accepted.pk).status == Delivery.Status.PROCESSED
+    assert sorted(e.action for e in _webhook_events(github)) == ["webhook.accept", "webhook.ignore"]
+    assert verify_chain(acme["org"]).ok

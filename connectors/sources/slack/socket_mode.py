@@ -28,8 +28,6 @@ from slack_sdk.socket_mode.client import BaseSocketModeClient
 from slack_sdk.socket_mode.request import SocketModeRequest
 from slack_sdk.socket_mode.response import SocketModeResponse
 
-from audit.models import AuditEvent
-from audit.services import Actor
 from connectors.base import ParsedDelivery
 from connectors.errors import PermanentSourceError
 from connectors.models import Connector, Delivery
@@ -41,14 +39,10 @@ from connectors.sources.slack.source import SlackSource
 logger = logging.getLogger(__name__)
 
 
-def _actor(connector: Connector) -> Actor:
-    return Actor(kind=AuditEvent.ActorKind.ANONYMOUS, label="slack socket mode", connector_id=str(connector.pk))
-
-
 def socket_delivery_receive(*, connector: Connector, parsed: ParsedDelivery) -> tuple[Delivery, bool]:
     """Store one event from the socket as a Delivery (deduplicated) and enqueue it on commit —
     the same bookkeeping as a verified webhook delivery; returns the delivery and whether it was new."""
-    delivery, action, _reason = delivery_accept(connector=connector, parsed=parsed, actor=_actor(connector), via="socket_mode")
+    delivery, action, _reason = delivery_accept(connector=connector, parsed=parsed, via="socket_mode")
     return delivery, action != "webhook.duplicate"
 
 
