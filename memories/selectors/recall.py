@@ -383,16 +383,16 @@ def _similar_pairs(vectors: Sequence[np.ndarray | None], threshold: float) -> li
     missing vector (a chunk mid re-embed) pairs with nothing. The vectors came with the candidates
     (sql.retrieve), so this costs no round trip; computed as pgvector's `1 - (a <=> b)` is (cosine
     clamped to [-1, 1], a zero vector similar to nothing), in double precision."""
-    present = [i for i, vector in enumerate(vectors) if vector is not None]
+    present = [(i, vector) for i, vector in enumerate(vectors) if vector is not None]
     if len(present) < 2:
         return []
-    matrix = np.vstack([vectors[i] for i in present])
+    matrix = np.vstack([vector for _i, vector in present])
     norms = np.einsum("ij,ij->i", matrix, matrix)
     with np.errstate(divide="ignore", invalid="ignore"):
         cosine = (matrix @ matrix.T) / np.sqrt(np.outer(norms, norms))
     similarity = 1.0 - (1.0 - np.clip(cosine, -1.0, 1.0))
     rows, cols = np.nonzero(np.triu(similarity >= threshold, k=1))
-    return [(present[a], present[b]) for a, b in zip(rows.tolist(), cols.tolist(), strict=True)]
+    return [(present[a][0], present[b][0]) for a, b in zip(rows.tolist(), cols.tolist(), strict=True)]
 
 
 # Query vectors of this process, most recent last: a repeated query (paging, typing, an agent
