@@ -111,6 +111,8 @@ def drive(args: argparse.Namespace) -> int:
             name = f"cortex_bench_recall_{size}" + ("" if args.recall_embedder == "hash" else f"_{args.recall_embedder}")
             env = {**base, "CORTEX_EMBEDDER": args.recall_embedder, "DATABASE_URL": database_url(base["DATABASE_URL"], name)}
             extra = ["--reload"] if args.reload else []
+            if args.capture:
+                extra += ["--capture", str(Path(args.capture).resolve())]
             results["phases"].append(run_phase(env, "recall", str(size), str(args.queries), *extra))
     output = Path(args.json or HOME / "results.json")
     output.write_text(json.dumps(results, indent=2))
@@ -439,7 +441,7 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
     return org, executive, contractor, time.perf_counter() - started
 
 
-def phase_recall(size: int, query_count: int, reload: bool) -> dict[str, Any]:
+def phase_recall(size: int, query_count: int, reload: bool, capture: str | None = None) -> dict[str, Any]:
     setup_django(reload=reload)
     from memories.embeddings.factory import get_embedder
     from memories.models import Membership, MemoryChunk, Organization
@@ -470,7 +472,74 @@ def phase_recall(size: int, query_count: int, reload: bool) -> dict[str, Any]:
         print(f"measuring {who}", flush=True)
         result["principals"][who] = measure(principal, size, query_count, matrix)
     result["loadavg"] = f"{before} → {loadavg()}"
+    if capture:
+        capture_results(Path(capture), size, query_count, {"Executive": executive, "Contractor": contractor})
     return result
+
+
+# A fixed moment for captured results: recency (and so every score) depends on the time of the
+# query, and two captures hours apart must compare equal when the ranking code did not change.
+CAPTURE_MOMENT = "2027-01-01T00:00:00+00:00"
+
+
+def capture_results(path: Path, size: int, query_count: int, principals: dict[str, Any]) -> None:
+    """Every hit field of the top-10 of each bench query, per principal, at CAPTURE_MOMENT; with
+    `path` already there (an earlier capture), the differences from it are printed instead of
+    overwriting it (0 differences, or each one a float difference of at most 1e-9)."""
+    from datetime import datetime
+    from unittest import mock
+
+    from synthetic import query
+
+    from memories.selectors.recall import RecallQuery, recall
+
+    moment = datetime.fromisoformat(CAPTURE_MOMENT)
+    captured: dict[str, list[list[dict[str, Any]]]] = {}
+    with mock.patch("django.utils.timezone.now", return_value=moment):
+        for who, principal in principals.items():
+            captured[who] = [
+                [
+                    {
+                        "id": str(h.memory.pk),
+                        "score": h.score,
+                        "relevance": h.relevance,
+                        "recency": h.recency,
+                        "snippet": h.snippet,
+                        "chunk_index": h.chunk_index,
+                        "dense": h.dense,
+                        "lexical": h.lexical,
+                        "match": h.match,
+                        "confidence": str(h.confidence),
+                        "earlier_version": str(h.earlier_version.pk) if h.earlier_version else None,
+                    }
+                    for h in recall(principal, RecallQuery(query(SEED, i, size), limit=TOP), audit=False).hits
+                ]
+                for i in range(query_count)
+            ]
+    if not path.exists():
+        path.write_text(json.dumps(captured, indent=1))
+        print(f"captured the top-{TOP} of {query_count} queries per principal into {path}", flush=True)
+        return
+    print(compare_captures(json.loads(path.read_text()), captured), flush=True)
+
+
+def compare_captures(before: dict[str, Any], after: dict[str, Any]) -> str:
+    differences, largest = [], 0.0
+    for who, queries in before.items():
+        for number, (old, new) in enumerate(zip(queries, after[who], strict=True)):
+            if [h["id"] for h in old] != [h["id"] for h in new]:
+                differences.append(f"{who} query {number}: ids {[h['id'][:8] for h in old]} → {[h['id'][:8] for h in new]}")
+                continue
+            for rank, (a, b) in enumerate(zip(old, new, strict=True)):
+                for key, value in a.items():
+                    if isinstance(value, float) and isinstance(b[key], float):
+                        largest = max(largest, abs(value - b[key]))
+                        if abs(value - b[key]) <= 1e-9:
+                            continue
+                    if value != b[key]:
+                        differences.append(f"{who} query {number} rank {rank}: {key} {value!r} → {b[key]!r}")
+    lines = [f"capture comparison: {len(differences)} differences (largest float difference {largest:.2e})"]
+    return "\n".join(lines + differences[:40])
 
 
 def visible_matrix(organization_id: int) -> dict[str, Any]:
@@ -658,6 +727,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--json", help=f"where to write the results (default {HOME}/results.json)")
     parser.add_argument("--profile", action="store_true", help="print a cProfile of the recall loop (slows it down)")
+    parser.add_argument(
+        "--capture",
+        help="write every hit field of the bench queries' top-10 to this file (or, when it exists, compare with it)",
+    )
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.profile:
@@ -668,7 +741,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if kind == "ingest":
         result = phase_ingest(rest[0], int(rest[1]))
     else:
-        result = phase_recall(int(rest[0]), int(rest[1]), reload=args.reload)
+        result = phase_recall(int(rest[0]), int(rest[1]), reload=args.reload, capture=args.capture)
     print("RESULT " + json.dumps(result, default=str), flush=True)
     return 0
 

@@ -5,7 +5,8 @@
 - `lexical_hits`: chunks matching any query term through the GIN full-text index, ranked by
   the IDF-weighted share of terms they contain.
 - `score_chunks`: for a set of candidate chunks, their exact cosine and which terms each
-  contains (in the body and in the title/tags), re-applying the filter (defence in depth).
+  contains (in the body and in the title/tags), re-applying the filter (defence in depth), with
+  what the ranking needs of each one's memory row and the chunk's vector.
 - `retrieve`: the three above as one statement (recall's candidates in one round trip).
 - `term_document_frequencies`, `typo_corrections`: term statistics under the reader's read rule.
 """
@@ -123,7 +124,13 @@ def _rows_after_settings(cursor: Any) -> list[tuple[Any, ...]]:
 
 
 def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
-    return "(" + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
+    return "(SELECT " + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
+
+
+# One term's query as a scalar subquery: PostgreSQL computes it once per statement (an InitPlan)
+# instead of once per row it is matched against — plainto_tsquery is only STABLE, so a call in a
+# filter or a select list runs for every row, parsing and stemming the term again each time.
+_TERM_QUERY = "(SELECT plainto_tsquery('english', %s))"
 
 
 def _lexical_select(
@@ -136,7 +143,7 @@ def _lexical_select(
         return None
     clause, params = where.sql()
     selective_query, selective_params = _any_term_query(selective)
-    weighted = " + ".join(["%s * (c.search_vector @@ plainto_tsquery('english', %s))::int"] * len(terms))
+    weighted = " + ".join([f"%s * (c.search_vector @@ {_TERM_QUERY})::int"] * len(terms))
     weighted_params: list[Any] = []
     for term, weight in zip(terms, weights, strict=True):
         weighted_params += [weight, term]
@@ -218,6 +225,21 @@ def term_document_frequencies(
 
 
 @dataclass(frozen=True)
+class MemoryRow:
+    """What the read rule (`Principal.can_read_memory`) and the ranking need of a candidate's memory,
+    read from its memories_memory row (not the chunk's copies of those columns) in the statement that
+    found the chunk: the pool is ranked without loading Memory objects."""
+
+    pk: Any
+    organization_id: int
+    scope_id: int
+    clearance_rank: int
+    status: str
+    valid_from: datetime
+    valid_until: datetime | None
+
+
+@dataclass(frozen=True)
 class ScoredChunk:
     chunk_id: int
     memory_id: Any
@@ -229,6 +251,10 @@ class ScoredChunk:
     superseded: bool = False
     # Among the dense (nearest-vector) candidates, not only a lexical one (see retrieve).
     from_dense: bool = False
+    memory: MemoryRow | None = None
+    # The chunk's vector (float64; None without one), for comparing candidates with each other in
+    # Python (recall's version sharing) instead of in another statement.
+    embedding: np.ndarray | None = None
 
 
 def score_chunks(
@@ -244,8 +270,9 @@ def score_chunks(
         cursor.execute(
             f"""
             SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
-                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded'
-              FROM memories_memorychunk AS c {joins}
+                   ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded', false,
+                   {_MEMORY_COLUMNS}
+              FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}
              WHERE {"c.memory_id" if of_memories else "c.id"} = ANY(%s) AND {clause}
             """,  # noqa: S608 - fixed fragments; values are parameters
             [vector_literal(query_vector), *terms, *terms, list(chunk_ids), *params],
@@ -254,14 +281,22 @@ def score_chunks(
     return [_scored_chunk(r, bool(terms)) for r in rows]
 
 
+# The memory row's read-rule columns (MemoryRow) and the chunk's vector in pgvector's binary form
+# (`vector_send`: int16 dimensions, int16 unused, big-endian float4s) — bytes decode far faster than
+# the vector's text form parses.
+_MEMORY_COLUMNS = (
+    "m.organization_id, m.scope_id, m.clearance_rank, m.status, m.valid_from, m.valid_until, vector_send(c.embedding)"
+)
+
+
 def _scored_columns(terms: Sequence[str]) -> tuple[str, str, str]:
     """The per-term body and title/tags match arrays of a scored chunk (`c`), and the join they need:
     the title/tags part of the full-text vector, filtered once per chunk (`ts_filter` per term was
     the costliest part of scoring; OFFSET 0 keeps the planner from folding it back into each use)."""
     if not terms:
         return "NULL::boolean", "NULL::boolean", ""
-    body = ", ".join(["c.search_vector @@ plainto_tsquery('english', %s)"] * len(terms))
-    title = ", ".join(["t.tv @@ plainto_tsquery('english', %s)"] * len(terms))
+    body = ", ".join([f"c.search_vector @@ {_TERM_QUERY}"] * len(terms))
+    title = ", ".join([f"t.tv @@ {_TERM_QUERY}"] * len(terms))
     return body, title, "CROSS JOIN LATERAL (SELECT ts_filter(c.search_vector, '{a}') AS tv OFFSET 0) AS t"
 
 
@@ -276,7 +311,9 @@ def _scored_chunk(row: Sequence[Any], has_terms: bool) -> ScoredChunk:
         body_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
         title_hits=tuple(bool(x) for x in row[6]) if has_terms else (),
         superseded=bool(row[7]),
-        from_dense=bool(row[8]) if len(row) > 8 else False,
+        from_dense=bool(row[8]),
+        memory=MemoryRow(row[1], *row[9:15]),
+        embedding=None if row[15] is None else np.frombuffer(row[15], dtype=">f4", offset=4).astype(np.float64),
     )
 
 
@@ -310,8 +347,8 @@ def retrieve(
         ){lexical_cte}
         SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
                ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded',
-               c.id IN (SELECT id FROM dense)
-          FROM memories_memorychunk AS c {joins}
+               c.id IN (SELECT id FROM dense), {_MEMORY_COLUMNS}
+          FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}
          WHERE c.id IN (SELECT id FROM dense{lexical_union}) AND {clause}
          ORDER BY c.id
         """  # noqa: S608 - fixed fragments; values are parameters
@@ -344,35 +381,6 @@ def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any,
             [list(memory_ids), max_hops],
         )
         return {row[0]: row[1] for row in cursor.fetchall()}
-
-
-def _similar_pairs_select(chunk_ids: Sequence[int]) -> str:
-    """Pairs (a, b), a < b, of the given chunks at cosine ≥ the one parameter. The ids are written
-    into the statement as integers (they are chunk ids from the database, coerced by int())."""
-    ids = ",".join(str(int(chunk_id)) for chunk_id in chunk_ids)
-    return f"""
-        WITH pool AS MATERIALIZED (
-            -- Each vector detoasted once (through real[]: the same values) rather than once per pair.
-            SELECT c.id, c.embedding::real[]::vector AS embedding
-              FROM memories_memorychunk AS c WHERE c.id = ANY(ARRAY[{ids}]::bigint[]) AND c.embedding IS NOT NULL
-        )
-        SELECT a.id, b.id
-          FROM pool AS a JOIN pool AS b ON a.id < b.id
-         WHERE 1 - (a.embedding <=> b.embedding) >= %s
-        """  # noqa: S608 - integers only
-
-
-def similar_chunk_pairs(chunk_ids: Sequence[int], threshold: float) -> set[tuple[int, int]]:
-    """Pairs (a, b), a < b, of the given chunks whose cosine similarity is at least `threshold`.
-
-    Computed in PostgreSQL: no vectors travel to Python. The ids come from already-filtered
-    candidates, so no permission filter is needed here.
-    """
-    if len(chunk_ids) < 2:
-        return set()
-    with content_read_connection().cursor() as cursor:
-        cursor.execute(_similar_pairs_select(chunk_ids), [threshold])
-        return {(row[0], row[1]) for row in cursor.fetchall()}
 
 
 def typo_corrections(rule: ChunkFilter, variants: Sequence[str], cap: int) -> tuple[dict[str, str], dict[str, int]]:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
@@ -374,7 +375,7 @@ def _holds_what_the_other_lacks(holder: sql.ScoredChunk, other: sql.ScoredChunk,
 
 
 def _share_between_versions(
-    pool: list[tuple[Memory, _Candidate]], threshold: float | None, selective: Sequence[float]
+    pool: list[tuple[sql.MemoryRow, _Candidate]], threshold: float | None, selective: Sequence[float]
 ) -> list[float]:
     """Strengths after versions share: a candidate whose best chunk says nearly the same as an older
     candidate's is at least as relevant as that older one, so the blend's recency prefers it.
@@ -387,10 +388,8 @@ def _share_between_versions(
     strengths = [candidate.strength for _memory, candidate in pool]
     if threshold is None or len(pool) < 2:
         return strengths
-    position = {candidate.chunk.chunk_id: i for i, (_memory, candidate) in enumerate(pool)}
     shared = list(strengths)
-    for a, b in sql.similar_chunk_pairs(list(position), threshold):
-        i, j = position[a], position[b]
+    for i, j in _similar_pairs([candidate.chunk.embedding for _memory, candidate in pool], threshold):
         newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
         if pool[newer][0].valid_from == pool[older][0].valid_from:
             continue
@@ -398,6 +397,23 @@ def _share_between_versions(
             continue
         shared[newer] = max(shared[newer], strengths[older])
     return shared
+
+
+def _similar_pairs(vectors: Sequence[np.ndarray | None], threshold: float) -> list[tuple[int, int]]:
+    """Positions (i, j), i < j, of the vectors whose cosine similarity is at least `threshold`; a
+    missing vector (a chunk mid re-embed) pairs with nothing. The vectors came with the candidates
+    (sql.retrieve), so this costs no round trip; computed as pgvector's `1 - (a <=> b)` is (cosine
+    clamped to [-1, 1], a zero vector similar to nothing), in double precision."""
+    present = [(i, vector) for i, vector in enumerate(vectors) if vector is not None]
+    if len(present) < 2:
+        return []
+    matrix = np.vstack([vector for _i, vector in present])
+    norms = np.einsum("ij,ij->i", matrix, matrix)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cosine = (matrix @ matrix.T) / np.sqrt(np.outer(norms, norms))
+    similarity = 1.0 - (1.0 - np.clip(cosine, -1.0, 1.0))
+    rows, cols = np.nonzero(np.triu(similarity >= threshold, k=1))
+    return [(present[a][0], present[b][0]) for a, b in zip(rows.tolist(), cols.tolist(), strict=True)]
 
 
 # Query vectors of this process, most recent last: a repeated query (paging, typing, an agent
@@ -503,24 +519,17 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     best = _lead_to_current_versions(best, earlier, score, vector, terms, where)
     lap("versions")
 
-    # Only the strongest candidates can be in the pool: load their memories, not every candidate's
-    # (a wide dense pool brings ~100+ memories, and loading them was a large share of the time).
+    # The pool: the strongest candidates the read rule lets through, checked on their memory rows
+    # (which came with the candidates: Memory objects are loaded for the returned hits only).
     size = max(params.pool_size, query.limit)
-    ranked = sorted(best.items(), key=lambda item: -item[1].strength)
-    pool: list[tuple[Memory, _Candidate]] = []
-    for start in range(0, len(ranked), size):
-        batch = ranked[start : start + size]
-        ids = [memory_id for memory_id, _ in batch]
-        memories = {m.pk: m for m in Memory.objects.filter(pk__in=ids).select_related("scope", "author")}
+    pool: list[tuple[sql.MemoryRow, _Candidate]] = []
+    for _memory_id, candidate in sorted(best.items(), key=lambda item: -item[1].strength):
+        row = candidate.chunk.memory
         # Defence in depth: the SQL filtered already; the Principal has the last word.
-        pool += [
-            (memories[memory_id], candidate)
-            for memory_id, candidate in batch
-            if memory_id in memories and principal.can_read_memory(memories[memory_id], as_of=query.as_of)
-        ]
-        if len(pool) >= size:
-            break
-    pool = pool[:size]
+        if row is not None and principal.can_read_memory(row, as_of=query.as_of):
+            pool.append((row, candidate))
+            if len(pool) == size:
+                break
     lap("pool")
     effective = _share_between_versions(pool, params.version_similarity, score.selective)
     lap("share")
@@ -532,14 +541,16 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     # every candidate's absolute match says so. Uniform, so the ranking does not move.
     unmatched = _names_nothing_visible(text, terms, frequencies)
     absent = 1.0 - params.miss_penalty if unmatched else 1.0
-    # Rank first, then build results (snippets, earlier versions) for the `limit` returned only.
-    ranked_pool: list[tuple[float, float, float, Memory, _Candidate, float]] = []
-    for (memory, candidate), strength in zip(pool, effective, strict=True):
+    # Rank first, then build results (memories, snippets, earlier versions) for the `limit` returned only.
+    ranked_pool: list[tuple[float, float, float, sql.MemoryRow, _Candidate, float]] = []
+    for (row, candidate), strength in zip(pool, effective, strict=True):
         rel = scoring.spread(strength, top, params.spread_power)
-        rec = scoring.recency(memory.valid_from, moment, half_life)
-        ranked_pool.append((round(scoring.final_score(mode, rel, rec), 6), round(rel, 6), rec, memory, candidate, strength))
+        rec = scoring.recency(row.valid_from, moment, half_life)
+        ranked_pool.append((round(scoring.final_score(mode, rel, rec), 6), round(rel, 6), rec, row, candidate, strength))
     ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
     returned = ranked_pool[: query.limit]
+    wanted = [row.pk for *_rest, row, _candidate, _strength in returned]
+    memories = Memory.objects.select_related("scope", "author").in_bulk(wanted) if wanted else {}
     via_ids = [c.earlier_version_id for *_rest, c, _strength in returned if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
@@ -548,7 +559,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     )
     hits = [
         RecallHit(
-            memory=memory,
+            memory=memories[row.pk],
             score=score_value,
             relevance=relevance,
             recency=round(rec, 6),
@@ -561,7 +572,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
             similarity=round(candidate.chunk.similarity, 6),
             earlier_version=via.get(candidate.earlier_version_id),
         )
-        for score_value, relevance, rec, memory, candidate, strength in returned
+        for score_value, relevance, rec, row, candidate, strength in returned
+        # Re-checked on the loaded memory too: one changed since the candidates were read is left out.
+        if row.pk in memories and principal.can_read_memory(memories[row.pk], as_of=query.as_of)
     ]
     lap("rank")
     finished = time.perf_counter()

@@ -7,6 +7,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -266,3 +267,72 @@ def test_two_batches_writing_the_same_contents_at_once_store_each_once(acme: dic
     assert Memory.objects.count() == len(texts)
     assert sum(1 for o in outcomes if isinstance(o, WriteResult) and o.deduplicated) == len(texts)
     assert verify_chain(acme["org"]).ok
+
+
+def test_a_batch_stores_each_chunk_with_its_own_vector_text_and_its_memory_filter_columns(
+    acme: dict[str, Any], principal_of: Any
+) -> None:
+    from memories.chunking import chunk_text
+    from memories.embeddings.factory import get_embedder
+    from memories.services.memories import embedding_text
+
+    long = "\n\n".join(f"Section {i}: the dock {i} controller drains before a restart. " * 9 for i in range(8))
+    drafts = [
+        MemoryDraft(content=long, title="Dock runbook", scope="engineering", tags=["runbook", "Dock"], category="howto"),
+        MemoryDraft(
+            content="Office plants are watered on Mondays.",
+            scope="public-docs",
+            source="Slack",
+            valid_until=timezone.now() + timedelta(days=30),
+        ),
+    ]
+    outcomes = memory_create_many(principal=principal_of(acme["manager"]), drafts=drafts)
+
+    assert _codes(outcomes) == ["created", "created"]
+    for outcome in outcomes:
+        assert isinstance(outcome, WriteResult)
+        memory = Memory.objects.get(pk=outcome.memory.pk)
+        chunks = list(MemoryChunk.objects.filter(memory=memory).order_by("index"))
+        expected = chunk_text(memory.content)
+        assert [(c.index, c.char_start, c.char_end, c.text) for c in chunks] == [
+            (e.index, e.start, e.end, e.text) for e in expected
+        ]
+        # Each chunk's own vector, bit for bit what the model gave (float32 through the text form).
+        vectors = get_embedder().embed([embedding_text(memory.title, c.text) for c in chunks])
+        # (read back through pgvector's text form: the shortest decimal of each float32)
+        stored = np.vstack([np.asarray(c.embedding, dtype=np.float32) for c in chunks])
+        assert stored.tobytes() == vectors.tobytes()
+        assert [c.id for c in chunks] == sorted(c.id for c in chunks)  # written in order
+        for c in chunks:
+            assert (
+                c.organization_id,
+                c.scope_id,
+                c.clearance_rank,
+                c.status,
+                c.valid_from,
+                c.valid_until,
+                c.category,
+                c.source,
+                c.tags,
+            ) == (
+                memory.organization_id,
+                memory.scope_id,
+                memory.clearance_rank,
+                memory.status,
+                memory.valid_from,
+                memory.valid_until,
+                memory.category,
+                memory.source,
+                memory.tags,
+            )
+    with connection.cursor() as cursor:  # the full-text vector index_chunks would compute
+        cursor.execute(
+            """
+            SELECT count(*) FILTER (WHERE c.search_vector::text = (setweight(to_tsvector('english', m.title), 'A')
+                   || setweight(to_tsvector('english', array_to_string(m.tags, ' ')), 'A')
+                   || setweight(to_tsvector('english', c.text), 'B'))::text), count(*)
+              FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id
+            """
+        )
+        same, total = cursor.fetchone()
+    assert total > 2 and same == total

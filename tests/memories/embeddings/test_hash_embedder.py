@@ -73,3 +73,42 @@ def test_hash_dim_is_configurable_and_bounded() -> None:
     assert build_embedder("hash", dim=32).dim == 32
     with pytest.raises(ValueError, match="at least 2"):
         HashEmbedder(dim=1)
+
+
+def _reference(text: str, dim: int) -> np.ndarray:
+    """The embedder's definition, feature by feature into a float32 row (as it was first written)."""
+    import hashlib
+    import re
+
+    row = np.zeros(dim, dtype=np.float32)
+    words = re.findall(r"\w+", text.lower())
+    features = [("\x00empty", 1.0)] if not words else []
+    for word in words:
+        features.append(("w:" + word, 1.0))
+        padded = f"#{word}#"
+        features += [("c:" + padded[i : i + 3], 0.5) for i in range(len(padded) - 2)]
+    for feature, weight in features:
+        value = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "big")
+        row[(value >> 1) % dim] += (1.0 if value & 1 else -1.0) * weight
+    if not row.any():
+        value = int.from_bytes(hashlib.blake2b(b"\x00empty", digest_size=8).digest(), "big")
+        row[(value >> 1) % dim] = 1.0 if value & 1 else -1.0
+    return row / np.maximum(np.linalg.norm(row), np.float32(1e-12))
+
+
+@pytest.mark.parametrize("dim", [2, 16, 384])
+def test_vectors_are_bit_for_bit_the_feature_by_feature_definition(dim: int) -> None:
+    texts = [
+        "The cat sits on the mat",
+        "",
+        "!!!",
+        "x",
+        "Überprüfung der Größe — naïve café",
+        "PLAT-1423 E_DOCK_TIMEOUT v2.3.1 acme/fleet-console " * 3,
+        "\n\n".join(f"Paragraph {i}: the dock controller retries the handshake before failing over." for i in range(20)),
+        "aa aa aa aa bb bb",
+    ]
+    vectors = HashEmbedder(dim=dim).embed(texts)
+
+    for text, vector in zip(texts, vectors, strict=True):
+        assert vector.tobytes() == _reference(text, dim).astype(np.float32).tobytes(), text
