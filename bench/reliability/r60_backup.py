@@ -158,7 +158,7 @@ def phase_backup(count: int) -> dict[str, Any]:
         # snapshot, exported from a repeatable-read transaction and handed to pg_dump.
         with psycopg.connect(source_url) as snapshot_conn:
             snapshot_conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
-            snapshot = snapshot_conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
+            [snapshot] = snapshot_conn.execute("SELECT pg_export_snapshot()").fetchall()[0]
             at_dump = read_rows(snapshot_conn, "backup")
             started = time.monotonic()
             pg("pg_dump", "-h", socket_dir, "-U", user, "-Fc", f"--snapshot={snapshot}", "-f", str(dump), name)
