@@ -51,7 +51,9 @@ def browser(world: World, who: Who) -> Ask:
 
     def ask(call: tuple[Any, ...]) -> Answer:
         path, query = call
-        response = client.get(path, query or {})
+        # Followed as a browser does: a redirect's flash message is shown (and consumed) by the page it
+        # leads to, not by whatever page the suite asks for next.
+        response = client.get(path, query or {}, follow=True)
         return Answer(response.status_code, _body(response), response.get("X-Request-ID", ""))
 
     return ask

@@ -65,11 +65,13 @@ class Person:
     secret: str = ""
     narrowed: frozenset[str] | None = None
 
-    def reads(self) -> set[str]:
+    def reads(self, *, through_token: bool) -> set[str]:
+        """The scopes this person reads: through their (possibly narrowed) token, or signed in to the
+        browser, where no token narrows anything."""
         if not self.active:
             return set()
         scopes = {"public-docs"} | self.grants
-        return scopes if self.narrowed is None else scopes & self.narrowed
+        return scopes if self.narrowed is None or not through_token else scopes & self.narrowed
 
 
 @dataclass
@@ -145,8 +147,8 @@ class AccessMachine(RuleBasedStateMachine):
         self.memories.append(stored)
         return stored
 
-    def _visible(self, person: Person) -> set[str]:
-        reads = person.reads()
+    def _visible(self, person: Person, *, through_token: bool) -> set[str]:
+        reads = person.reads(through_token=through_token)
         return {
             m.id for m in self.memories if m.org == "sm" and m.status == "active" and m.scope in reads and m.rung <= person.rung
         }
@@ -220,8 +222,9 @@ class AccessMachine(RuleBasedStateMachine):
     def every_channel_follows_the_read_rule(self) -> None:
         self.steps += 1
         for name, person in self.people.items():
-            expected = self._visible(person)
-            hidden = {m.word for m in self.memories if m.id not in expected}
+            expected = self._visible(person, through_token=True)
+            in_session = self._visible(person, through_token=False)
+            hidden = {m.word for m in self.memories if m.id not in in_session}
             rest = Client().get("/api/memories", {"limit": 50}, headers={"Authorization": f"Bearer {person.secret}"})
             if not person.active:
                 assert rest.status_code == 401, (name, rest.status_code)
