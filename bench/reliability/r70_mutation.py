@@ -247,12 +247,70 @@ EXPLAINED += [
     (module, r"ReplaceBinaryOperator_Mul_\w+$", r"^def verify_delivery\(self, \*, headers", _KEYWORD_ONLY)
     for module in ("connectors/sources/github/source.py", "connectors/sources/slack/source.py")
 ]
+_AUDIT = "audit/services.py"
+EXPLAINED += [
+    (
+        _AUDIT,
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^\*,$|^def (record_many|_walk)\(",
+        "equivalent: the bare `*` that makes the arguments after it keyword-only became `/`; every caller passes "
+        "those by keyword (and the first positionally), so no call behaves differently",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r'pg_advisory_xact_lock\(%s, %s\)", \[7301, organization_id or 0\]',
+        "equivalent: any other constant key still gives each chain one lock of its own (7302 is the connectors' "
+        "keyspace, keyed by a hash of a connector id: at worst a rare extra wait; the global chain's 0 becoming 1 or "
+        "-1 shares a lock with organization 1's chain or none), so writers of one chain still wait for each other",
+    ),
+    (
+        _AUDIT,
+        r"ReplaceTrueWithFalse$",
+        r"event\.save\(force_insert=True\)",
+        "equivalent: the event is new (no primary key yet), so save() inserts it with or without force_insert",
+    ),
+    (
+        _AUDIT,
+        r"ReplaceTrueWithFalse$",
+        r"zip\(events, actions, stored_details, strict=True\)",
+        "equivalent: the three sequences have one item per event by construction (the actions are built from the "
+        "events, the stored details come back one row per event), so strict never has a length to refuse",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"events\.iterator\(chunk_size=2000\)",
+        "equivalent: the chunk size sets how many rows each fetch brings, not which rows or in what order",
+    ),
+]
+EXPLAINED_MUTATED: list[tuple[str, str, str, str]] = [
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"^return \(rows\[-1\]\[0\] if rows else None\), stored$",
+        "equivalent: every row's first column is the same `host(%s::inet)` of the one address parameter, so the "
+        "last row's is the first row's",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"^after_id = cut\.last_event_id if cut is not None else -1$",
+        "equivalent: event ids are positive, so `id > -1` selects the same events as `id > 0`",
+    ),
+]
 ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
 
 
-def explanation(module: str, operator: str, source: str) -> str:
+def explanation(module: str, operator: str, source: str, diff: str = "") -> str:
+    """Why a survivor is equivalent: by its source line (EXPLAINED) or, where one operator makes several mutants
+    of a line and only some are equivalent, by the line it became (EXPLAINED_MUTATED, matched on the diff)."""
     for where, pattern, line, why in EXPLAINED:
         if where == module and re.search(pattern, operator) and re.search(line, source):
+            return why
+    mutated = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    for where, pattern, line, why in EXPLAINED_MUTATED:
+        if where == module and re.search(pattern, operator) and any(re.search(line, m) for m in mutated):
             return why
     return ""
 
@@ -725,7 +783,7 @@ def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
                     "diff": result.diff or "",
                     "why": ANNOTATION_REASON
                     if in_annotation(annotations, tuple(mutation.start_pos))
-                    else explanation(target.module, mutation.operator_name, text)
+                    else explanation(target.module, mutation.operator_name, text, result.diff or "")
                     or killed_since(target.module, mutation.operator_name, text),
                 }
             )

@@ -6,6 +6,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -16,7 +17,7 @@ from django.test import Client
 from audit.actions import Action
 from audit.context import bound
 from audit.models import AuditEvent
-from audit.services import GENESIS_HASH, Actor, EventSpec, record, record_many, verify_chain
+from audit.services import GENESIS_HASH, Actor, EventSpec, _event_digest, record, record_many, verify_chain
 from memories.models import Organization
 
 TRIGGER = "audit_event_append_only"
@@ -407,3 +408,27 @@ def test_removing_or_changing_any_single_event_is_detected_where_it_happened(mak
                 transaction.set_rollback(True)
             assert not report.ok and report.first_broken == broken, (event.pk, statement)
     assert verify_chain(org).ok
+
+
+def test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions_still_verify() -> None:
+    # The hash of a stored event is recomputed by every later verification, possibly by a newer Cortex: the
+    # canonical JSON (sorted keys, compact separators, UTF-8 as is) must not change, or every existing chain
+    # would read as tampered with after an upgrade. The value below is what this format gives for this event.
+    event = AuditEvent(
+        organization_id=7,
+        created_at=datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+        actor_kind="token",
+        actor_user_id="00000000-0000-4000-8000-000000000001",
+        actor_token_id=None,
+        actor_connector_id="",
+        actor_label="Zoë",
+        action="memory.read",
+        target_type="memory",
+        target_id="42",
+        outcome="ok",
+        request_id="req-1",
+        ip="192.0.2.1",
+        details={"z": 1, "a": {"y": "é", "b": [1, 2]}},
+        prev_hash=GENESIS_HASH,
+    )
+    assert _event_digest(event) == "a3cf4fde1fe2f15226b70eface3fb405e677d86f45a59a2c0ec9c94ec6bd00c2"
