@@ -363,8 +363,9 @@ NAMED_MUTANTS = [
         (
             (
                 "memories/access.py",
-                "if memory.clearance_rank > self.clearance_rank:",
-                "if memory.clearance_rank > self.clearance_rank + 1:",
+                # can_read_memory's (denial_rule, added since, compares the same way)
+                "if memory.clearance_rank > self.clearance_rank:\n            return False",
+                "if memory.clearance_rank > self.clearance_rank + 1:\n            return False",
             ),
         ),
         ("tests/memories/test_adjacent_rungs.py::test_a_duplicate_one_rung_above_the_writer_is_not_returned",),
@@ -616,6 +617,91 @@ def render_earlier(now: Counter[str]) -> list[str]:
     for module, line, operator, source, why in judged:
         lines.append(f"- `{module}:{line}` {operator} on `{source}` — {why or '**unexplained**'}")
     return lines
+
+
+# The audit chain (this machine's first pass, a random sample): the survivors it found and the mutants of the
+# same kinds the sample did not reach, each killed by a test written with that pass (tests/audit).
+_CHAIN_TESTS = "tests/audit/test_chain.py"
+_TAMPER_TESTS = "tests/audit/test_tamper_evidence.py"
+NAMED_MUTANTS += [
+    NamedMutant(
+        "audit digest: the actor's user id no longer hashed (cosmic-ray survivor)",
+        ((_AUDIT, 'str(event.actor_user_id or ""),', 'str(event.actor_user_id and ""),'),),
+        (f"{_CHAIN_TESTS}::test_changing_who_acted_or_from_where_is_detected_at_that_event",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'str\(event\.actor_user_id or ""\),'),
+    ),
+    NamedMutant(
+        "audit digest: keys no longer sorted",
+        ((_AUDIT, "sort_keys=True", "sort_keys=False"),),
+        (f"{_CHAIN_TESTS}::test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions_still_verify",),
+        survivor=(_AUDIT, r"ReplaceTrueWithFalse$", r"blob = json\.dumps\(payload, sort_keys=True"),
+    ),
+    NamedMutant(
+        "record: actor label cut one character short",
+        (
+            (
+                _AUDIT,
+                "actor_label=actor.label[:320],\n            action=action.value,\n            target_type=target_type,",
+                "actor_label=actor.label[:319],\n            action=action.value,\n            target_type=target_type,",
+            ),
+        ),
+        (f"{_CHAIN_TESTS}::test_labels_and_target_ids_longer_than_their_columns_are_cut_to_fit_by_record_and_record_many",),
+    ),
+    NamedMutant(
+        "record_many: every event's details dropped",
+        ((_AUDIT, "[event.details or {} for event in events]", "[event.details and {} for event in events]"),),
+        (f"{_CHAIN_TESTS}::test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r"\[event\.details or \{\} for event in events\]"),
+    ),
+    NamedMutant(
+        "record_many: the address read from the second row",
+        ((_AUDIT, "return (rows[0][0] if rows else None), stored", "return (rows[1][0] if rows else None), stored"),),
+        (f"{_CHAIN_TESTS}::test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address",),
+    ),
+    NamedMutant(
+        "verifier: links compared with < instead of !=",
+        (
+            (
+                _AUDIT,
+                "if event.prev_hash != expected_prev or _event_digest(event) != event.hash:\n            return ChainReport(",
+                "if event.prev_hash < expected_prev or _event_digest(event) != event.hash:\n            return ChainReport(",
+            ),
+        ),
+        (f"{_CHAIN_TESTS}::test_removing_or_changing_any_single_event_is_detected_where_it_happened",),
+    ),
+    NamedMutant(
+        "verifier: the walk starts after event 1",
+        (
+            (
+                _AUDIT,
+                "after_id = cut.last_event_id if cut is not None else 0",
+                "after_id = cut.last_event_id if cut is not None else 1",
+            ),
+        ),
+        (f"{_TAMPER_TESTS}::test_the_first_event_of_a_fresh_database_is_verified_too",),
+    ),
+    NamedMutant(
+        "verifier: a head signed at the retention cut must still be there",
+        ((_AUDIT, "head.last_event_id <= after_id", "head.last_event_id < after_id"),),
+        (f"{_TAMPER_TESTS}::test_retention_past_or_at_the_signed_head_still_verifies",),
+    ),
+    NamedMutant(
+        "chain head after retention removed every event: the cut's hash as a tuple",
+        ((_AUDIT, '.values_list("last_hash", flat=True)', '.values_list("last_hash", flat=False)'),),
+        (f"{_TAMPER_TESTS}::test_retention_that_removes_every_event_lets_the_chain_go_on_from_the_cut",),
+    ),
+    NamedMutant(
+        "verifier: a bad signature reports one event verified",
+        (
+            (
+                _AUDIT,
+                "ok=False, count=0, first_broken=checkpoint.last_event_id",
+                "ok=False, count=1, first_broken=checkpoint.last_event_id",
+            ),
+        ),
+        (f"{_TAMPER_TESTS}::test_a_checkpoint_with_a_wrong_signature_reports_that_nothing_was_verified",),
+    ),
+]
 
 
 def killed_since(module: str, operator: str, source: str) -> str:
@@ -904,7 +990,8 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
             f"### Named mutants, made by hand ({named['at']})",
             "",
             "The four survivors issue 18 names, as they were made then, and the cosmic-ray survivors killed by tests "
-            "written after their pass (re-made here, so the kill is checked without re-running the whole subset).",
+            "written after their pass (re-made here, so the kill is checked without re-running the whole subset); for "
+            "the audit chain also mutants of the kinds its sample found that the sample did not reach.",
             "",
             "| mutant | result | tests |",
             "| --- | --- | --- |",
