@@ -103,9 +103,7 @@ def _in_range(installed: Version, events: list[dict[str, str]]) -> bool:
     for kind, bound in sorted(((k, b) for k, b in bounds if b is not None), key=lambda event: event[1]):
         if kind == "introduced" and installed >= bound:
             affected = True
-        elif kind == "fixed" and installed >= bound:
-            affected = False
-        elif kind == "last_affected" and installed > bound:
+        elif (kind == "fixed" and installed >= bound) or (kind == "last_affected" and installed > bound):
             affected = False
     return affected
 
