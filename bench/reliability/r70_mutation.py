@@ -637,6 +637,12 @@ NAMED_MUTANTS += [
         survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'str\(event\.actor_token_id or ""\),'),
     ),
     NamedMutant(
+        "audit digest: the client address no longer hashed (cosmic-ray survivor)",
+        ((_AUDIT, '"ip": event.ip or "",', '"ip": event.ip and "",'),),
+        (f"{_CHAIN_TESTS}::test_changing_who_acted_or_from_where_is_detected_at_that_event",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'"ip": event\.ip or "",'),
+    ),
+    NamedMutant(
         "audit digest: keys no longer sorted",
         ((_AUDIT, "sort_keys=True", "sort_keys=False"),),
         (f"{_CHAIN_TESTS}::test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions_still_verify",),
