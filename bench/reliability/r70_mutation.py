@@ -716,6 +716,25 @@ NAMED_MUTANTS += [
 ]
 
 
+_RESTORE_ENQUEUE = (
+    "Memory.Status.ACTIVE:\n            transaction.on_commit(lambda: post_write_enqueue(memory.pk))\n    return memory"
+)
+NAMED_MUTANTS += [
+    NamedMutant(
+        "memory_restore: post-write work enqueued only for a memory that is not active (cosmic-ray survivor)",
+        (
+            (
+                "memories/services/memories/lifecycle.py",
+                f"        if memory.status == {_RESTORE_ENQUEUE}",
+                f"        if not memory.status == {_RESTORE_ENQUEUE}",
+            ),
+        ),
+        ("tests/memories/test_authority_redaction_hold.py::test_a_restored_memory_gets_its_post_write_work_again",),
+        survivor=("memories/services/memories/lifecycle.py", r"AddNot$", r"^if memory\.status == Memory\.Status\.ACTIVE:$"),
+    ),
+]
+
+
 def killed_since(module: str, operator: str, source: str) -> str:
     """Why a survivor is no longer one: a named mutant re-making it was killed (see named.json)."""
     named_file = HOME / "named.json"
