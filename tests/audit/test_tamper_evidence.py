@@ -273,3 +273,57 @@ def test_beat_signs_heads_every_ten_minutes_and_enforces_retention_hourly() -> N
     schedule = {entry["task"]: entry["schedule"] for entry in app.conf.beat_schedule.values()}
     assert schedule["audit.checkpoint_all"] == 600.0 and schedule["audit.enforce_retention"] == 3600.0
     assert {"audit.checkpoint_all", "audit.enforce_retention"} <= set(app.tasks)
+
+
+def test_a_checkpoint_with_a_wrong_signature_reports_that_nothing_was_verified(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 2)
+    assert verify_and_checkpoint(org).ok
+    with triggers_disabled("audit_auditcheckpoint"):
+        AuditCheckpoint.objects.filter(organization=org).update(event_count=1)
+    report = verify_chain(org)
+    assert (report.ok, report.count, "signature" in report.reason) == (False, 0, True)
+
+
+def test_retention_that_removes_every_event_lets_the_chain_go_on_from_the_cut(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    _events_at(org, 3, timezone.now() - timedelta(days=800))
+    result = enforce_retention(org)
+    assert result.removed >= 3 and not result.more  # the organization's creation too: nothing of the chain is left
+    # The retention event itself was the first to link to the cut instead of to an event; the next ones follow it.
+    cut = AuditCheckpoint.objects.get(organization=org, kind="retention")
+    (retention,) = AuditEvent.objects.filter(organization=org)
+    assert retention.action == "audit.retention" and retention.prev_hash == cut.last_hash
+    _events(org, 2)
+    assert verify_chain(org).ok
+
+
+@pytest.mark.parametrize("signed_before", [True, False], ids=["head-older-than-the-cut", "head-at-the-cut"])
+def test_retention_past_or_at_the_signed_head_still_verifies(make_org: Callable[..., Organization], signed_before: bool) -> None:
+    org = _org_since(make_org, 900)
+    when = timezone.now() - timedelta(days=800)
+    _events_at(org, 2, when)
+    if signed_before:
+        assert verify_and_checkpoint(org).ok
+        _events_at(org, 2, when)  # more old events after the signed head: the cut lands beyond it
+    else:
+        _events_at(org, 2, when)
+        assert verify_and_checkpoint(org).ok  # the head signed is the last old event: the cut lands on it
+    enforce_retention(org)
+    head = AuditCheckpoint.objects.filter(organization=org, kind="head").latest("id")
+    cut = AuditCheckpoint.objects.get(organization=org, kind="retention")
+    assert (head.last_event_id < cut.last_event_id) is signed_before and head.last_event_id <= cut.last_event_id
+    assert verify_chain(org).ok
+
+
+def test_the_first_event_of_a_fresh_database_is_verified_too(make_org: Callable[..., Organization]) -> None:
+    # A new install's first organization writes event id 1: the walk must start before it, not at it.
+    if AuditEvent.objects.exists():
+        pytest.fail("the test database holds audit events from outside this test")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('audit_auditevent', 'id'), 1, false)")
+    org = make_org()
+    first = AuditEvent.objects.filter(organization=org).earliest("id")
+    assert first.pk == 1
+    report = verify_chain(org)
+    assert report.ok and report.count == AuditEvent.objects.filter(organization=org).count()

@@ -79,3 +79,14 @@ def test_the_ui_offers_restore_to_admins_only_and_urgent_in_the_redact_form(acme
     assert f"/memories/{memory.pk}/restore/" in admin.get(f"/memories/{memory.pk}/").content.decode()
     assert admin.post(f"/memories/{memory.pk}/restore/").status_code == 302
     assert Memory.objects.get(pk=memory.pk).content == SECRET
+
+
+def test_a_restored_memory_gets_its_post_write_work_again(
+    acme: dict[str, Any], api: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Its chunks are new: conflicts and entities must run over them again, as after any write.
+    memory = remember(acme["employee"], SECRET, scope="engineering", tags=["staging"])
+    api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "maybe wrong"})
+    with django_capture_on_commit_callbacks(execute=True):
+        assert api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore").status_code == 200
+    assert Memory.objects.get(pk=memory.pk).post_write_pending is False  # the (eager) worker ran it
