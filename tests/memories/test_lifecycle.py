@@ -215,3 +215,48 @@ def test_patch_clearance_above_own_is_refused(acme: dict[str, Any], api: Any) ->
     memory = _remember(client, content="x", scope="engineering")
     assert_envelope(client.patch(f"/api/memories/{memory['id']}", {"clearance_min": "Executive"}), 403, "CLEARANCE_ABOVE_OWN")
     assert_envelope(api(acme["contractor"]).patch(f"/api/memories/{memory['id']}", {"tags": ["x"]}), 403, "MEMORY_NOT_WRITABLE")
+
+
+@pytest.mark.django_db
+def test_a_title_derived_from_the_content_follows_new_content_and_a_given_title_stays(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    derived = _remember(client, content="Standups are at 9:30 on Mondays.\nBring blockers.")
+    assert derived["title"] == "Standups are at 9:30 on Mondays."
+    new = client.post(f"/api/memories/{derived['id']}/supersede", {"content": "Standups moved to 10:00.\nBring blockers."})
+    assert new.status_code == 201 and new.json()["title"] == "Standups moved to 10:00."
+    named = _remember(client, title="Standup time", content="Standups are at 9:30 on Tuesdays.")
+    kept = client.post(f"/api/memories/{named['id']}/supersede", {"content": "Standups are at 11:00 on Tuesdays."})
+    assert kept.status_code == 201 and kept.json()["title"] == "Standup time"
+    # Only the tags change: the derived title is the same one derived again.
+    tags_only = client.post(f"/api/memories/{new.json()['id']}/supersede", {"tags": ["ritual"]})
+    assert tags_only.status_code == 201 and tags_only.json()["title"] == "Standups moved to 10:00."
+
+
+@pytest.mark.django_db
+def test_a_redaction_reason_of_exactly_1000_characters_is_accepted_and_one_more_is_not(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    first, second = _remember(client, content="Temporary note one."), _remember(client, content="Temporary note two.")
+    assert_envelope(client.post(f"/api/memories/{first['id']}/redact", {"reason": "r" * 1001}), 400, "REASON_TOO_LONG")
+    assert client.get(f"/api/memories/{first['id']}").json()["status"] == "active"
+    assert client.post(f"/api/memories/{second['id']}/redact", {"reason": "r" * 1000}).status_code == 200
+
+
+@pytest.mark.django_db
+def test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization(
+    acme: dict[str, Any], outsider: Any, api: Any
+) -> None:
+    from audit.services import Actor
+    from cortex_site.errors import Conflict
+    from memories.services.memories import memory_supersede_with_existing
+
+    client = api(acme["employee"])
+    loser, winner = _remember(client, content="Deploys on Tuesdays."), _remember(client, content="Deploys on Thursdays.")
+    foreign = _remember(api(outsider), content="Deploys on Fridays.")
+    missing = "00000000-0000-0000-0000-000000000001"
+    for pair in ((missing, winner["id"]), (loser["id"], missing), (loser["id"], foreign["id"]), (loser["id"], loser["id"])):
+        with pytest.raises(Conflict) as refused:
+            memory_supersede_with_existing(loser_id=pair[0], winner_id=pair[1], actor=Actor.system(), reason="test")
+        assert refused.value.error_code == "MEMORY_NOT_ACTIVE"
+    assert Memory.objects.get(pk=loser["id"]).status == "active"
+    memory_supersede_with_existing(loser_id=loser["id"], winner_id=winner["id"], actor=Actor.system(), reason="test")
+    assert Memory.objects.get(pk=loser["id"]).superseded_by_id == Memory.objects.get(pk=winner["id"]).pk
