@@ -32,8 +32,14 @@ def test_makefile_test_target_runs_the_whole_suite() -> None:
     assert "-m" not in test_recipe.split("cortex_site.runner test", 1)[1]  # no marker filter: slow tests run too
 
 
-def test_the_test_command_runs_in_parallel_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_test_command_runs_serially_unless_told_otherwise(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CORTEX_TEST_WORKERS", raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    assert runner.pytest_worker_args([]) == []
+
+
+def test_auto_takes_one_process_per_cpu_as_far_as_redis_has_databases(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CORTEX_TEST_WORKERS", "auto")
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
     assert runner.pytest_worker_args([]) == ["-n", "2", "--dist", "loadgroup"]
     # More CPUs than Redis has databases for (three per worker): capped.
@@ -51,7 +57,7 @@ def test_cortex_test_workers_chooses_the_number_of_processes(
     assert runner.pytest_worker_args(["tests/memories"]) == expected
 
 
-@pytest.mark.parametrize("value", ["two", "-1", str(runner.MAX_TEST_WORKERS + 1)])
+@pytest.mark.parametrize("value", ["two", "-1", "Auto", str(runner.MAX_TEST_WORKERS + 1)])
 def test_a_bad_cortex_test_workers_is_refused_with_what_to_give(monkeypatch: pytest.MonkeyPatch, value: str) -> None:
     monkeypatch.setenv("CORTEX_TEST_WORKERS", value)
     with pytest.raises(EmbeddedServiceError, match="CORTEX_TEST_WORKERS"):
@@ -62,3 +68,16 @@ def test_a_bad_cortex_test_workers_is_refused_with_what_to_give(monkeypatch: pyt
 def test_options_given_to_pytest_win_over_the_default(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
     monkeypatch.setenv("CORTEX_TEST_WORKERS", "2")
     assert runner.pytest_worker_args(["tests/memories", *args]) == []
+
+
+def test_the_leak_package_and_the_replica_tests_are_each_one_unit_of_work_under_xdist() -> None:
+    from conftest import xdist_group_of
+
+    leaks = {
+        xdist_group_of("tests/hardening/leaks/test_leaks.py::test_rest_surfaces[memory-list]"),
+        xdist_group_of("tests/hardening/leaks/test_fail_closed.py::test_nobody_reads_anything"),
+    }
+    assert leaks == {"leaks"}
+    assert xdist_group_of("tests/hardening/scale/test_replica.py::test_lag") == "replica"
+    alone = "tests/hardening/scale/test_workers.py::test_tasks_are_routed_by_kind_of_work"
+    assert xdist_group_of(alone) == alone

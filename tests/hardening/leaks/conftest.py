@@ -13,24 +13,11 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import uvicorn
 from django.core.management import call_command
-
-LEAKS = Path(__file__).resolve().parent
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    # Under pytest-xdist (`--dist loadgroup`, what `make test` runs) the whole package goes to one worker,
-    # in order: the world is built once there and flushed when the package ends, as in a serial run,
-    # instead of once per worker that happens to get some of its tests.
-    for item in items:
-        if item.path.is_relative_to(LEAKS):
-            item.add_marker(pytest.mark.xdist_group("leaks"))
 
 
 @pytest.fixture(scope="package")
