@@ -529,6 +529,44 @@ def cmd_services(args: argparse.Namespace) -> int:
     return 0
 
 
+# Each xdist worker takes three Redis databases of its own (cortex_site/settings.py: 3 * (n + 1) ...
+# + 2); Redis has 16, so gw0..gw3 fit.
+MAX_TEST_WORKERS = 4
+DEFAULT_TEST_WORKERS = "0"
+# Options that choose the distribution themselves, or that need the tests in this process (a debugger).
+_XDIST_OPTIONS = ("-n", "--numprocesses", "--dist", "--pdb", "--trace")
+
+
+def pytest_worker_args(pytest_args: Sequence[str]) -> list[str]:
+    """The pytest-xdist options for `cortex_site.runner test`: CORTEX_TEST_WORKERS processes, `auto` for one
+    per CPU this process may run on (at most MAX_TEST_WORKERS); unset, 0 or 1 runs serially in one process
+    (DEFAULT_TEST_WORKERS: serial until the whole suite has been proven green in parallel twice running).
+
+    `--dist loadgroup`: the groups tests/conftest.py names (the leak package with its committed world)
+    each stay together on one worker, the rest are shared out test by test. Options given on the command line
+    (`-n`, `--dist`, `-p no:xdist`, `--pdb`) win: then nothing is added."""
+    for arg in pytest_args:
+        if arg in {"no:xdist", "-pno:xdist"} or any(arg == option or arg.startswith(option) for option in _XDIST_OPTIONS):
+            return []
+    value = os.environ.get("CORTEX_TEST_WORKERS", "").strip() or DEFAULT_TEST_WORKERS
+    if value == "auto":
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = min(cpus, MAX_TEST_WORKERS)
+    else:
+        try:
+            workers = int(value)
+        except ValueError:
+            workers = -1
+        if not 0 <= workers <= MAX_TEST_WORKERS:
+            raise EmbeddedServiceError(
+                f"CORTEX_TEST_WORKERS={value!r}: give the number of test processes, 0 to {MAX_TEST_WORKERS}, "
+                "or auto for one per CPU (0 or 1: serial, in one process)."
+            )
+    if workers <= 1:
+        return []
+    return ["-n", str(workers), "--dist", "loadgroup"]
+
+
 def cmd_test(args: argparse.Namespace) -> int:
     """Run pytest against throwaway embedded services, removed afterwards."""
     home = Path(tempfile.mkdtemp(prefix="cortex-test-"))
@@ -543,7 +581,7 @@ def cmd_test(args: argparse.Namespace) -> int:
             # (the local model and a real worker each have their own tests).
             env.setdefault("CORTEX_EMBEDDER", "hash")
             env.setdefault("CELERY_TASK_ALWAYS_EAGER", "1")
-            command = [PYTHON, "-m", "pytest", *args.pytest_args]
+            command = [PYTHON, "-m", "pytest", *pytest_worker_args(args.pytest_args), *args.pytest_args]
             _say("running " + " ".join(command[2:]))
             return subprocess.run(command, env=env, cwd=ROOT).returncode  # noqa: S603
     finally:

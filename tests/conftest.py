@@ -14,12 +14,42 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 from support.stub_server import stub_server  # noqa: F401  (the shared loopback stub fixture, for every test)
+from xdist.scheduler import LoadGroupScheduling
 
 from memories.access import Principal
 from memories.models import Membership, Organization, Scope
 from memories.services import tenancy
 
 _counter = itertools.count(1)
+
+# Under pytest-xdist (`runner test` with CORTEX_TEST_WORKERS, `--dist loadgroup`), these run on one worker
+# each, in order, as one unit: the leak package builds one committed world for the whole package and
+# flushes it when the package ends; the replica tests share one streaming standby (a base backup of
+# the cluster). Everything else is shared out test by test. Grouped here, in the controller's
+# scheduler, not with `xdist_group` marks: pytest 9.2 ignores the node-id suffix pytest-xdist 3.8 uses
+# to carry those marks (pytest-dev/pytest-xdist#1386), so marked tests would be spread out silently.
+XDIST_GROUPS = {
+    "tests/hardening/leaks/": "leaks",
+    "tests/hardening/scale/test_replica.py": "replica",
+}
+
+
+def xdist_group_of(nodeid: str) -> str:
+    """The unit of work a test belongs to under `--dist loadgroup`: its group, else the test itself."""
+    for prefix, group in XDIST_GROUPS.items():
+        if nodeid.startswith(prefix):
+            return group
+    return nodeid
+
+
+class _GroupScheduling(LoadGroupScheduling):
+    def _split_scope(self, nodeid: str) -> str:
+        grouped = xdist_group_of(nodeid)
+        return grouped if grouped != nodeid else super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> LoadGroupScheduling | None:
+    return _GroupScheduling(config, log) if config.getvalue("dist") == "loadgroup" else None
 
 
 @pytest.fixture(autouse=True)
