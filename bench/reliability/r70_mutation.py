@@ -734,6 +734,38 @@ NAMED_MUTANTS += [
     ),
 ]
 
+_LIFECYCLE = "memories/services/memories/lifecycle.py"
+_DISTINCT_PAIR = "loser.organization_id != winner.organization_id or loser.pk == winner.pk:"
+NAMED_MUTANTS += [
+    NamedMutant(
+        "redaction reason: 1,000 characters refused (cosmic-ray survivor)",
+        ((_LIFECYCLE, "if len(reason) > 1000:", "if len(reason) >= 1000:"),),
+        ("tests/memories/test_lifecycle.py::test_a_redaction_reason_of_exactly_1000_characters_is_accepted_and_one_more_is_not",),
+        survivor=(_LIFECYCLE, r"ReplaceComparisonOperator_Gt_GtE$", r"^if len\(reason\) > 1000:$"),
+    ),
+    NamedMutant(
+        "supersede: a derived title re-derived only when the content did not change (cosmic-ray survivor)",
+        (
+            (
+                _LIFECYCLE,
+                'if "content" in changes and "title" not in changes and old.title',
+                'if not "content" in changes and "title" not in changes and old.title',
+            ),
+        ),
+        ("tests/memories/test_lifecycle.py::test_a_title_derived_from_the_content_follows_new_content_and_a_given_title_stays",),
+        survivor=(_LIFECYCLE, r"AddNot$", r'^if "content" in changes and "title" not in changes'),
+    ),
+    NamedMutant(
+        "supersede with an existing memory: a pair of two organizations accepted (cosmic-ray survivor)",
+        ((_LIFECYCLE, _DISTINCT_PAIR, _DISTINCT_PAIR.replace(" or ", " and ")),),
+        (
+            "tests/memories/test_lifecycle.py::"
+            "test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",
+        ),
+        survivor=(_LIFECYCLE, r"ReplaceOrWithAnd$", r"^if loser is None or winner is None or loser\.organization_id"),
+    ),
+]
+
 
 def killed_since(module: str, operator: str, source: str) -> str:
     """Why a survivor is no longer one: a named mutant re-making it was killed (see named.json)."""
