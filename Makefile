@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet --upgrade pip setuptools  # the venv's own setuptools has a known advisory (docs/reliability.md)
 
 # Reinstall when pyproject.toml changes.
 $(STAMP): pyproject.toml | $(BIN)/python
