@@ -160,7 +160,7 @@ def _measure(connector: Any, bodies: list[bytes], count: int) -> dict[str, Any]:
         kind: round(sum(times) / len(service), 3) for kind, times in sorted(statements.items(), key=lambda kv: -sum(kv[1]))
     }
     result["statements_per_answer"] = round(sum(len(t) for t in statements.values()) / len(service), 1)
-    result["commit_ms"] = percentiles(commits)
+    result["commit_ms"] = percentiles(commits) if commits else None  # None: the insert runs in autocommit
     # None since the answer writes no audit event (the worker records it): nothing takes the lock.
     result["audit_chain_lock_held_ms"] = percentiles(holds) if holds else None
 
