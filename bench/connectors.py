@@ -133,6 +133,7 @@ def setup_django() -> None:
 
     call_command("migrate", verbosity=0)
     cache.clear()
+    harness.purge_task_queues()
 
 
 def make_workspace(channels: int) -> Any:

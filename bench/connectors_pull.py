@@ -112,6 +112,7 @@ def setup_django() -> None:
 
     call_command("migrate", verbosity=0)
     cache.clear()
+    harness.purge_task_queues()
 
 
 def text_of(n: int) -> tuple[str, str]:

@@ -3,6 +3,7 @@
     .venv/bin/python bench/github_webhooks.py                        # 500 deliveries, 20 in flight (starts embedded services)
     .venv/bin/python bench/github_webhooks.py --deliveries 500 --concurrency 20
     .venv/bin/python bench/github_webhooks.py --web-concurrency 1               # one web process (default: one per CPU)
+    .venv/bin/python bench/github_webhooks.py --without-worker                  # the answers alone (no worker draining)
     .venv/bin/python bench/github_webhooks.py --profile --deliveries 300        # no server: each part timed (webhook_profile.py)
 
 Cortex's web process (uvicorn, as `make run` starts it) and a Celery worker on the `connectors`
@@ -68,6 +69,8 @@ def drive(args: argparse.Namespace) -> int:
         env["DATABASE_URL"] = database_url(env["DATABASE_URL"], "cortex_bench_github")
         if args.web_concurrency is not None:
             env["WEB_CONCURRENCY"] = str(args.web_concurrency)
+        if args.without_worker:
+            env["BENCH_WITHOUT_WORKER"] = "1"
         mode = "--profile-phase" if args.profile else "--phase"
         phase = [str(args.deliveries), str(args.concurrency)] + ([] if args.profile else [str(args.drain_timeout)])
         result = harness.run_phase(Path(__file__).resolve(), env, *phase, flag=mode)
@@ -116,6 +119,7 @@ def setup(count: int) -> tuple[Any, Any, list[bytes], Any]:
 
     call_command("migrate", verbosity=0)
     cache.clear()
+    harness.purge_task_queues()
     stub = StubServer()
     stub.start()
     stub.route(
@@ -207,7 +211,11 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / "web.log").open("w") as web_log, (logs / "worker.log").open("w") as worker_log:
         web = subprocess.Popen(web_command(), env=dict(os.environ), cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
-        worker = subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+        worker = (
+            None
+            if os.environ.get("BENCH_WITHOUT_WORKER")
+            else subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+        )
     try:
         url = f"http://127.0.0.1:{port}/api/webhooks/github/{connector.pk}"
         deadline = time.monotonic() + 180  # several web processes import Django at once
@@ -248,7 +256,7 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
         statuses: dict[str, int] = {}
         for _, status in outcomes:
             statuses[status] = statuses.get(status, 0) + 1
-        deadline = time.monotonic() + drain_timeout
+        deadline = time.monotonic() + (drain_timeout if worker is not None else 0)
         while Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).exists():
             if time.monotonic() > deadline:
                 break
@@ -259,6 +267,7 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
             "deliveries": count,
             "concurrency": concurrency,
             "web_processes": web_command()[web_command().index("--workers") + 1],
+            "worker": worker is not None,
             "answer_ms": percentiles([ms for ms, _ in outcomes]),
             "statuses": statuses,
             "burst_s": round(burst, 2),
@@ -274,9 +283,10 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
         }
     finally:
-        for process in (web, worker):
+        processes = [process for process in (web, worker) if process is not None]
+        for process in processes:
             process.terminate()
-        for process in (web, worker):
+        for process in processes:
             try:
                 process.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -295,6 +305,11 @@ def main() -> int:
     )
     parser.add_argument(
         "--drain-timeout", type=float, default=900, help="seconds to wait for the worker to process every delivery"
+    )
+    parser.add_argument(
+        "--without-worker",
+        action="store_true",
+        help="no Celery worker: the answers alone, nothing draining on the same cores (a diagnosis, not the benchmark)",
     )
     parser.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--profile-phase", nargs=2, help=argparse.SUPPRESS)

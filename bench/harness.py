@@ -30,3 +30,12 @@ def run_phase(script: Path, env: dict[str, str], *args: str, flag: str = "--phas
     if child.returncode != 0:
         raise SystemExit(f"phase {' '.join(args)} failed (exit {child.returncode})")
     return result
+
+
+def purge_task_queues() -> int:
+    """Drop every task left in the broker's queues (a bench's Redis outlives its database): a worker
+    would otherwise spend the measured minutes on the last run's tasks, for rows that no longer
+    exist. Returns how many were dropped. Needs Django set up."""
+    from cortex_site.celery import app
+
+    return int(app.control.purge() or 0)

@@ -153,12 +153,15 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # Before any view or process_view reads the body (CSRF reads POST): an oversized one is refused
-    # unread; after sessions and auth, so its 413 page knows who is signed in.
-    "cortex_site.body_limits.BodyLimitMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Before any view or process_view reads the body (CSRF reads POST): an oversized one is refused
+    # unread; after sessions and auth, so its 413 page knows who is signed in. Last, because it is
+    # sync-only: under ASGI, Django hands the request between threads and the event loop wherever
+    # a sync middleware meets an async-capable one, and the ones above would each cost such a hop
+    # (three per request) if they ran in async mode below it.
+    "cortex_site.body_limits.BodyLimitMiddleware",
 ]
 
 ROOT_URLCONF = "cortex_site.urls"
@@ -288,6 +291,10 @@ CACHES = {
 CELERY_BROKER_URL = _redis_db(REDIS_URL, _REDIS_DB_BASE) if _REDIS_DB_BASE else REDIS_URL
 CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# One result backend per process, not one per thread: under ASGI every request runs on a thread of
+# its own, so a per-thread backend was built anew (client, URL parsing, connection pool) by every
+# enqueue — a quarter of a webhook answer's time. Celery's Redis backend serializes its pub/sub.
+CELERY_RESULT_BACKEND_THREAD_SAFE = True
 # Queues by kind of work (cortex_site/queues.py), so each can get workers of its own.
 CELERY_TASK_QUEUES = tuple(Queue(name) for name in TASK_QUEUES)
 CELERY_TASK_DEFAULT_QUEUE = "default"
