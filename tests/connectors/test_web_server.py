@@ -45,12 +45,16 @@ def _test_database_url() -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{connection.settings_dict['NAME']}", parts.query, parts.fragment))
 
 
+WEB_APPLICATION_NAME = "cortex-web-under-test"
+
+
 def _web_backends() -> int:
-    """Connections to the test database other than this test's own (only the web server makes them here)."""
+    """The web server's connections to the test database (it names them: PGAPPNAME, read by libpq), not
+    those of anything else the test session runs against it, such as a worker keeping its own."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            " AND backend_type = 'client backend'"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            [WEB_APPLICATION_NAME],
         )
         return int(cursor.fetchone()[0])
 
@@ -71,6 +75,7 @@ def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]
         "DEBUG": "0",
         "ALLOWED_HOSTS": "127.0.0.1",
         "DB_POOL_MAX_SIZE": str(POOL_MAX),
+        "PGAPPNAME": WEB_APPLICATION_NAME,
     }
     env.pop("DB_POOL", None)  # the web server's own default: cortex_site/asgi.py turns the pool on
     log = tmp_path / "web.log"

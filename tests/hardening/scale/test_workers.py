@@ -123,7 +123,7 @@ def workers(transactional_db: Any, tmp_path: Path) -> Iterator[dict[str, Worker]
     with connection.cursor() as cursor:
         cursor.execute(
             "CREATE TABLE scale_probe_execution (id bigserial PRIMARY KEY, task_id text NOT NULL, number int NOT NULL, "
-            "worker text NOT NULL, queue text NOT NULL)"
+            "worker text NOT NULL, queue text NOT NULL, backend int NOT NULL)"
         )
     app.control.purge()
     previous = app.conf.task_always_eager
@@ -150,9 +150,9 @@ def _wait_for(check: Any, timeout: float, what: str) -> None:
         time.sleep(0.2)
 
 
-def _executions() -> list[tuple[str, int, str, str]]:
+def _executions() -> list[tuple[str, int, str, str, int]]:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT task_id, number, worker, queue FROM scale_probe_execution")
+        cursor.execute("SELECT task_id, number, worker, queue, backend FROM scale_probe_execution")
         return list(cursor.fetchall())
 
 
@@ -178,6 +178,10 @@ def test_two_workers_on_one_broker_run_every_task_exactly_once_on_a_worker_of_it
     assert ran_on["connectors"] == {beta}
     # The shared queue is really shared: both workers took some of it.
     assert ran_on["conflicts"] == {alpha, beta}
+    # Each worker process kept its database connection from task to task (two processes a worker),
+    # instead of a new backend — and its authentication — for each of the 160 tasks.
+    backends = {name: {row[4] for row in rows if row[2] == worker.node} for name, worker in workers.items()}
+    assert all(1 <= len(used) <= 2 for used in backends.values()), backends
 
     # Real post-write work (conflict detection, entity extraction) of real memories, on the shared queue.
     published: list[str] = []
