@@ -62,14 +62,19 @@ def process_delivery(self: Any, delivery_id: str, attempt: int = 0) -> str:
 @shared_task(name="connectors.record_delivery_events", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)
 def record_delivery_events() -> int:
     """On commit of an ignored delivery: append the audit events of the deliveries that wait for
-    one (a burst of answers shares one batch; tasks that find nothing left do nothing)."""
+    one (a burst of answers enqueues one task and shares its batch); a full batch is followed by
+    another task for the rest."""
     from django.conf import settings
 
-    from connectors.services.deliveries import delivery_record_events
+    from connectors.services.deliveries import delivery_record_events, events_pending_clear
 
-    return delivery_record_events(
+    events_pending_clear()
+    recorded = delivery_record_events(
         batch_size=settings.CORTEX_DELIVERY_SWEEP_BATCH, grace_seconds=settings.CORTEX_DELIVERY_GRACE_SECONDS
     )
+    if recorded >= settings.CORTEX_DELIVERY_SWEEP_BATCH:
+        record_delivery_events.delay()
+    return recorded
 
 
 @shared_task(name="connectors.sweep_deliveries", acks_late=True, ignore_result=True, soft_time_limit=50, time_limit=58)

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from django.core.cache import cache
 from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -43,6 +44,9 @@ from cortex_site.errors import CortexError, NotFound, PayloadTooLarge, Unsupport
 logger = logging.getLogger(__name__)
 
 DELIVERY_ATTEMPTS = 6
+# Set while an audit-step task for ignored deliveries is queued (see _enqueue_events).
+EVENTS_PENDING = "cortex:delivery-events-pending"
+EVENTS_PENDING_SECONDS = 30
 
 
 class SignatureRejected(CortexError):
@@ -275,16 +279,30 @@ def delivery_record_events(*, batch_size: int, grace_seconds: int) -> int:
 
 
 def _enqueue_events() -> bool:
-    """Ask a worker to record the waiting deliveries' events (on commit); False when the broker is
-    unreachable — the beat sweep records them then."""
+    """Ask a worker to record the waiting deliveries' events (on commit), unless a request is
+    already waiting; False when the broker is unreachable — the beat sweep records them then.
+
+    One task serves a burst: the answer enqueues only when it sets the EVENTS_PENDING flag, and the
+    task clears the flag before it reads (`events_pending_clear`), so a delivery committed after
+    that read finds the flag clear and enqueues the next task. The flag expires, so a lost task
+    holds nothing back for long (and the sweep records what it missed)."""
     from connectors.tasks import record_delivery_events
 
+    # While Redis is unreachable the (fail-soft) cache adds nothing and the broker, on the same
+    # server, takes nothing either: the beat sweep records these events once it is back.
+    if not cache.add(EVENTS_PENDING, 1, EVENTS_PENDING_SECONDS):
+        return True
     try:
         record_delivery_events.delay()
     except (BrokerError, RedisConnectionError):
         logger.warning("could not enqueue the delivery audit step (broker unreachable); the delivery sweep will")
         return False
     return True
+
+
+def events_pending_clear() -> None:
+    """The audit step is about to read the waiting deliveries: the next one committed enqueues again."""
+    cache.delete(EVENTS_PENDING)  # fail-soft: if Redis is unreachable, the flag expires on its own
 
 
 def _insert_once(delivery: Delivery) -> bool:

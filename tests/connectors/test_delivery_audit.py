@@ -27,7 +27,7 @@ from audit.services import verify_chain
 from connectors.base import ParsedDelivery
 from connectors.models import Connector, Delivery
 from connectors.services.deliveries import delivery_accept, delivery_record_events
-from connectors.tasks import process_delivery, sweep_deliveries
+from connectors.tasks import process_delivery, record_delivery_events, sweep_deliveries
 
 pytestmark = pytest.mark.django_db
 
@@ -190,3 +190,38 @@ def test_the_batch_step_leaves_a_delivery_a_worker_holds_to_that_worker(
         thread.join(10)
     assert delivery_record_events(batch_size=10, grace_seconds=0) == 1
     assert [e.target_id for e in _webhook_events(connector)] == [str(delivery.pk)]
+
+
+def test_a_burst_of_ignored_deliveries_enqueues_one_audit_step_and_the_next_after_it_read(
+    github: Connector, acme: dict[str, Any], django_capture_on_commit_callbacks: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from celery.signals import before_task_publish
+
+    from cortex_site.celery import app
+
+    published: list[str] = []
+
+    def count(sender: str | None = None, **_: Any) -> None:
+        if sender == "connectors.record_delivery_events":
+            published.append(sender)
+
+    # Through the real broker, with no worker: what the answers enqueue stays queued.
+    monkeypatch.setitem(app.conf, "task_always_eager", False)
+    before_task_publish.connect(count, weak=False)
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            burst = [_accept(github, ignored=True) for _ in range(5)]
+        assert len(published) == 1
+        # The worker's task clears the flag before it reads, and records the whole burst.
+        assert record_delivery_events.apply().get() == 5
+        assert sorted(e.target_id for e in _webhook_events(github)) == sorted(str(d.pk) for d in burst)
+        # A delivery after that read enqueues the next step.
+        with django_capture_on_commit_callbacks(execute=True):
+            later = _accept(github, ignored=True)
+        assert len(published) == 2
+        assert record_delivery_events.apply().get() == 1
+        assert [e.target_id for e in _webhook_events(github)][-1] == str(later.pk)
+    finally:
+        before_task_publish.disconnect(count)
+        app.control.purge()
+    assert verify_chain(acme["org"]).ok
