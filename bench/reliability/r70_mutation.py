@@ -172,7 +172,12 @@ TARGETS = [
     Target(
         "selectors: memories",
         "memories/selectors/memories.py",
-        ("tests/memories/test_adjacent_rungs.py", "tests/memories/test_read_api.py", "tests/memories/test_lifecycle.py"),
+        (
+            "tests/memories/test_selectors.py",
+            "tests/memories/test_adjacent_rungs.py",
+            "tests/memories/test_read_api.py",
+            "tests/memories/test_lifecycle.py",
+        ),
     ),
     Target(
         "lifecycle services",
@@ -203,6 +208,43 @@ EXPLAINED: list[tuple[str, str, str, str]] = [
         r"heaviest = max\(selective, default=0\.0\)",
         "equivalent: the default is used only for an empty `selective`, where the sum of missing weights is 0 "
         "whatever `heaviest` is, so the share is 0 either way",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r'^if status == "all":$',
+        "equivalent: `status` is one of active, superseded, redacted, all (refused otherwise above) and `active` has "
+        'returned already; of the other two, neither sorts before "all", so `<=` is true for "all" alone',
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceComparisonOperator_Lt_LtE$",
+        r"^if len\(names\) < limit:$",
+        "equivalent: at the limit the members fill it, and the named authors appended after them are cut by "
+        "`names[:limit]`, so the answer is the same",
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceComparisonOperator_Lt_NotEq$",
+        r"len\(chain\) < limit",
+        "equivalent: the chain starts at one version and grows by one, so for any limit of at least 1 (every caller's) "
+        "it reaches the limit exactly, where `!=` stops as `<` does",
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"NumberReplacer$",
+        r"\.distinct\(\)\[: limit \* 2\]:$",
+        "equivalent: at most as many named authors repeat a member's name as there are members, so `limit` of them "
+        "(the factor 1) already fills the list to its limit, and more (3) are cut by `names[:limit]`",
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceBinaryOperator_Mul_\w+$",
+        r"^def supersession_chain\(",
+        "equivalent: the bare `*` that makes `limit` keyword-only became `/`; every caller passes the principal and "
+        "the memory by position and the limit by keyword, so no call behaves differently",
     ),
 ]
 EXPLAINED += [
@@ -666,8 +708,14 @@ NAMED_MUTANTS += [
         survivor=(_AUDIT, r"ReplaceOrWithAnd$", r"\[event\.details or \{\} for event in events\]"),
     ),
     NamedMutant(
-        "record_many: the address read from the second row",
-        ((_AUDIT, "return (rows[0][0] if rows else None), stored", "return (rows[1][0] if rows else None), stored"),),
+        "record_many: every event stored with the request's address, even one given its own",
+        (
+            (
+                _AUDIT,
+                "[context_ip if event.ip is None else event.ip for event in events]",
+                "[context_ip for event in events]",
+            ),
+        ),
         (f"{_CHAIN_TESTS}::test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its_address",),
     ),
     NamedMutant(
@@ -763,6 +811,161 @@ NAMED_MUTANTS += [
             "test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",
         ),
         survivor=(_LIFECYCLE, r"ReplaceOrWithAnd$", r"^if loser is None or winner is None or loser\.organization_id"),
+    ),
+]
+
+# The selectors' survivors of the first pass over them (2026-12-01 23:14 UTC), killed by tests/memories/test_selectors.py.
+_SELECTORS = "memories/selectors/memories.py"
+_SELECTOR_TESTS = "tests/memories/test_selectors.py"
+_BACK = "while cursor.supersedes_id and len(chain) < limit"
+_FORWARD = "while cursor.superseded_by_id and len(chain) < limit and cursor.superseded_by_id not in seen:"
+
+
+def _selector_mutant(name: str, old: str, new: str, test: str, operator: str, line: str) -> NamedMutant:
+    return NamedMutant(
+        f"selectors: {name} (cosmic-ray survivor)",
+        ((_SELECTORS, old, new),),
+        (f"{_SELECTOR_TESTS}::{test}",),
+        survivor=(_SELECTORS, operator, line),
+    )
+
+
+NAMED_MUTANTS += [
+    _selector_mutant(
+        "a proposal not opened for history",
+        "memories = readable_base(principal, proposals=True).select_related",
+        "memories = readable_base(principal, proposals=False).select_related",
+        "test_a_proposal_is_opened_by_its_proposer_and_never_listed",
+        r"ReplaceTrueWithFalse$",
+        r"readable_base\(principal, proposals=True\)",
+    ),
+    _selector_mutant(
+        "proposals listed by default",
+        "*, proposals: bool = False) -> QuerySet[Memory]:",
+        "*, proposals: bool = True) -> QuerySet[Memory]:",
+        "test_a_proposal_is_opened_by_its_proposer_and_never_listed",
+        r"ReplaceFalseWithTrue$",
+        r"^def readable_base\(",
+    ),
+    _selector_mutant(
+        "the row locked when no update was asked for, and not when one was",
+        "    if for_update:\n",
+        "    if not for_update:\n",
+        "test_only_a_fetch_for_update_locks_the_memorys_row",
+        r"AddNot$",
+        r"^if for_update:$",
+    ),
+    _selector_mutant(
+        "an older version inserted second",
+        "chain.insert(0, older)",
+        "chain.insert(1, older)",
+        "test_the_chain_runs_oldest_first_from_any_version",
+        r"NumberReplacer$",
+        r"^chain\.insert\(",
+    ),
+    _selector_mutant(
+        "the chain walked back past its limit",
+        _BACK,
+        _BACK.replace("< limit", "<= limit"),
+        "test_the_chain_stops_at_its_limit_in_either_direction",
+        r"ReplaceComparisonOperator_Lt_(Gt|GtE)$",
+        r"^while cursor\.supersedes_id and len\(chain\) < limit",
+    ),
+    _selector_mutant(
+        "the chain walked forward past its limit",
+        _FORWARD,
+        _FORWARD.replace("superseded_by_id and len(chain)", "superseded_by_id or len(chain)"),
+        "test_the_chain_stops_at_its_limit_in_either_direction",
+        r"ReplaceAndWithOr$",
+        r"^while cursor\.superseded_by_id and len\(chain\) < limit",
+    ),
+    _selector_mutant(
+        "a chain of 51 versions by default",
+        "limit: int = 50) -> list[Memory]:",
+        "limit: int = 51) -> list[Memory]:",
+        "test_the_chain_holds_fifty_versions_unless_told",
+        r"NumberReplacer$",
+        r"^def supersession_chain\(",
+    ),
+    _selector_mutant(
+        "the timeline's start ignored",
+        "    if since is not None:",
+        "    if not since is not None:",
+        "test_the_timeline_keeps_to_its_window",
+        r"AddNot$",
+        r"^if since is not None:$",
+    ),
+    _selector_mutant(
+        "the timeline's end ignored",
+        "    if until is not None:",
+        "    if not until is not None:",
+        "test_the_timeline_keeps_to_its_window",
+        r"AddNot$",
+        r"^if until is not None:$",
+    ),
+    _selector_mutant(
+        "an organization that cannot open the memory ends the search",
+        "        except NotFound:\n            continue",
+        "        except KeyError:\n            continue",
+        "test_a_memory_opened_in_the_wrong_organization_names_the_one_that_holds_it",
+        r"ExceptionReplacer$",
+        r"^except NotFound:$",
+    ),
+    _selector_mutant(
+        "suggestions by name only",
+        "Q(user__name__icontains=prefix) | Q(user__email__icontains=prefix)",
+        "Q(user__name__icontains=prefix) & Q(user__email__icontains=prefix)",
+        "test_author_suggestions_match_a_members_name_or_email",
+        r"ReplaceBinaryOperator_BitOr_\w+$",
+        r"Q\(user__name__icontains=prefix\) \| Q\(user__email__icontains=prefix\)",
+    ),
+    _selector_mutant(
+        "twenty-one suggestions by default",
+        'prefix: str = "", *, limit: int = 20)',
+        'prefix: str = "", *, limit: int = 21)',
+        "test_author_suggestions_stop_at_the_limit_of_twenty_unless_told",
+        r"NumberReplacer$",
+        r"^def author_suggestions\(",
+    ),
+    _selector_mutant(
+        "a prefix read to 101 characters",
+        "prefix.strip()[:100]",
+        "prefix.strip()[:101]",
+        "test_author_suggestions_read_the_first_hundred_characters_of_a_prefix",
+        r"NumberReplacer$",
+        r"^prefix = prefix\.strip\(\)\[:100\]$",
+    ),
+    _selector_mutant(
+        "named authors added only at the limit",
+        "if len(names) < limit:",
+        "if len(names) == limit:",
+        "test_author_suggestions_add_the_named_authors_of_readable_memories_while_under_the_limit",
+        r"ReplaceComparisonOperator_Lt_Eq$",
+        r"^if len\(names\) < limit:$",
+    ),
+    _selector_mutant(
+        "named authors never added",
+        'for name in named.order_by("author_name")',
+        'for name in named.none().order_by("author_name")',
+        "test_author_suggestions_add_the_named_authors_of_readable_memories_while_under_the_limit",
+        r"ZeroIterationForLoop$",
+        r'^for name in named\.order_by\("author_name"\)',
+    ),
+    _selector_mutant(
+        "a list oldest first by default",
+        "    oldest_first: bool = False",
+        "    oldest_first: bool = True",
+        "test_a_list_is_newest_first_unless_asked",
+        r"ReplaceFalseWithTrue$",
+        r"^oldest_first: bool = False$",
+    ),
+    _selector_mutant(
+        "a list in the other order from the one asked",
+        "    if filters.oldest_first:",
+        "    if not filters.oldest_first:",
+        "test_a_list_is_newest_first_unless_asked",
+        r"AddNot$",
+        r"^if filters\.oldest_first:$",
     ),
 ]
 

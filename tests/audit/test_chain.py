@@ -353,13 +353,15 @@ def test_record_many_stores_each_events_own_details_and_a_batch_of_one_keeps_its
                 EventSpec("memory.create", details={"n": 1}),
                 EventSpec("memory.create"),
                 EventSpec("memory.read", details={"n": 3}),
+                EventSpec("webhook.ignore", ip="198.51.100.9"),  # its own address (a delivery's answer)
             ],
             organization=org,
             actor=Actor.cli(),
         )
         (single,) = record_many([EventSpec("memory.read", details={"only": True})], organization=org, actor=Actor.cli())
     stored = {e.pk: e for e in AuditEvent.objects.filter(pk__in=[e.pk for e in (*batch, single)])}
-    assert [stored[e.pk].details for e in batch] == [{"n": 1}, {}, {"n": 3}]
+    assert [stored[e.pk].details for e in batch] == [{"n": 1}, {}, {"n": 3}, {}]
+    assert [stored[e.pk].ip for e in batch] == ["192.0.2.7", "192.0.2.7", "192.0.2.7", "198.51.100.9"]
     assert stored[single.pk].details == {"only": True} and stored[single.pk].ip == "192.0.2.7"
     assert verify_chain(org).ok
 
