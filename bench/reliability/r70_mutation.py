@@ -212,6 +212,21 @@ EXPLAINED: list[tuple[str, str, str, str]] = [
 ]
 EXPLAINED += [
     (
+        "audit/services.py",
+        r"ReplaceComparisonOperator_Lt_NotEq$",
+        r"^if latest is None or latest\.last_event_id < report\.head_id:$",
+        "equivalent: the latest signed head is a head this chain had, and the chain only grows, so it is never past "
+        "the verified head: `!=` holds exactly when `<` does",
+    ),
+    (
+        "audit/services.py",
+        r"NumberReplacer$",
+        r"\.iterator\(chunk_size=2000\):$",
+        "equivalent: the chunk size is how many rows each round trip fetches, not which rows the walk sees",
+    ),
+]
+EXPLAINED += [
+    (
         "memories/selectors/memories.py",
         r"ReplaceComparisonOperator_Eq_LtE$",
         r'^if status == "all":$',
@@ -327,6 +342,13 @@ EXPLAINED += [
     ),
 ]
 EXPLAINED_MUTATED: list[tuple[str, str, str, str]] = [
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"values_list\(\"id\", flat=True\)\[: batch_size \+ 2\]\)$",
+        "equivalent: one id past the batch already tells whether more is left, and the batch itself is "
+        "`expired[:batch_size]` either way, so fetching two past it changes nothing (`+ 0` is killed: a named mutant)",
+    ),
     (
         _AUDIT,
         r"NumberReplacer$",
@@ -811,6 +833,120 @@ NAMED_MUTANTS += [
             "test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",
         ),
         survivor=(_LIFECYCLE, r"ReplaceOrWithAnd$", r"^if loser is None or winner is None or loser\.organization_id"),
+    ),
+]
+
+# The survivors of the first pass over the audit checkpoints and retention (2026-12-02 00:03 UTC), killed by tests
+# added to tests/audit/test_tamper_evidence.py after it.
+_SIGNATURE_WRONG = 'ok=False, count=0, first_broken=start.last_event_id, reason="a checkpoint\'s signature is wrong"'
+_NOTHING_EXPIRED = "        if not expired:\n            return RetentionResult(removed=0, more=False)"
+_CUT_FORGED = 'return RetentionResult(removed=0, more=False, refused="a checkpoint\'s signature is wrong")'
+_EVENT_FORGED = 'return RetentionResult(removed=0, more=False, refused=f"event {event.pk} does not verify")'
+_PREFIX_LINK = "iterator(chunk_size=2000):\n            if event.prev_hash != expected_prev"
+
+
+def _audit_mutant(name: str, old: str, new: str, test: str, operator: str, line: str) -> NamedMutant:
+    return NamedMutant(
+        f"{name} (cosmic-ray survivor)", ((_AUDIT, old, new),), (f"{_TAMPER_TESTS}::{test}",), survivor=(_AUDIT, operator, line)
+    )
+
+
+NAMED_MUTANTS += [
+    _audit_mutant(
+        "periodic checkpoint: a forged start reports one event verified",
+        _SIGNATURE_WRONG,
+        _SIGNATURE_WRONG.replace("count=0", "count=1"),
+        "test_the_periodic_checkpoint_counts_every_event_and_refuses_a_forged_start",
+        r"NumberReplacer$",
+        r"^ok=False, count=0, first_broken=start\.last_event_id",
+    ),
+    _audit_mutant(
+        "periodic checkpoint: the first walk starts after event 1",
+        "after_id=start.last_event_id if start else 0,",
+        "after_id=start.last_event_id if start else 1,",
+        "test_the_first_event_of_a_fresh_database_is_verified_too",
+        r"NumberReplacer$",
+        r"^after_id=start\.last_event_id if start else 0,$",
+    ),
+    _audit_mutant(
+        "periodic checkpoint: the first walk counts from one",
+        "counted=start.event_count if start else 0,",
+        "counted=start.event_count if start else 1,",
+        "test_the_periodic_checkpoint_counts_every_event_and_refuses_a_forged_start",
+        r"NumberReplacer$",
+        r"^counted=start\.event_count if start else 0,$",
+    ),
+    _audit_mutant(
+        "explicit checkpoint: the same head signed again",
+        "if latest is None or latest.last_event_id < report.head_id:",
+        "if latest is None or latest.last_event_id <= report.head_id:",
+        "test_an_explicit_checkpoint_signs_a_head_once_and_a_newer_one_again",
+        r"ReplaceComparisonOperator_Lt_(LtE|Eq|Gt|GtE)$",
+        r"^if latest is None or latest\.last_event_id < report\.head_id:$",
+    ),
+    _audit_mutant(
+        "retention: 999 events a batch by default",
+        "batch_size: int = 1000, now",
+        "batch_size: int = 999, now",
+        "test_retention_removes_a_thousand_at_a_time_unless_told",
+        r"NumberReplacer$",
+        r"^def enforce_retention\(",
+    ),
+    _audit_mutant(
+        "retention: never more than one batch",
+        "[: batch_size + 1]",
+        "[: batch_size + 0]",
+        "test_retention_says_more_only_when_more_than_a_batch_is_old",
+        r"NumberReplacer$",
+        r"values_list\(\"id\", flat=True\)\[: batch_size \+ 1\]\)$",
+    ),
+    _audit_mutant(
+        "retention: more to do when nothing was old enough",
+        _NOTHING_EXPIRED,
+        _NOTHING_EXPIRED.replace("more=False", "more=True"),
+        "test_retention_with_nothing_old_enough_removes_nothing_and_has_nothing_more",
+        r"ReplaceFalseWithTrue$",
+        r"^return RetentionResult\(removed=0, more=False\)$",
+    ),
+    _audit_mutant(
+        "retention: more to do when exactly a batch was old",
+        "more = len(expired) > batch_size",
+        "more = len(expired) >= batch_size",
+        "test_retention_says_more_only_when_more_than_a_batch_is_old",
+        r"ReplaceComparisonOperator_Gt_GtE$",
+        r"^more = len\(expired\) > batch_size$",
+    ),
+    _audit_mutant(
+        "retention: a forged cut reports one event removed",
+        _CUT_FORGED,
+        _CUT_FORGED.replace("removed=0", "removed=1"),
+        "test_retention_refuses_to_go_on_from_a_forged_cut",
+        r"NumberReplacer$",
+        r"refused=\"a checkpoint's signature is wrong\"\)$",
+    ),
+    _audit_mutant(
+        "retention: a forged link below the expected one let through",
+        _PREFIX_LINK,
+        _PREFIX_LINK.replace("!=", ">"),
+        "test_retention_refuses_a_prefix_whose_link_is_forged_either_way",
+        r"ReplaceComparisonOperator_NotEq_(Lt|Gt)$",
+        r"^if event\.prev_hash != expected_prev or _event_digest\(event\) != event\.hash:$",
+    ),
+    _audit_mutant(
+        "retention: a forged link above the expected one let through",
+        _PREFIX_LINK,
+        _PREFIX_LINK.replace("!=", "<"),
+        "test_retention_refuses_a_prefix_whose_link_is_forged_either_way",
+        r"ReplaceComparisonOperator_NotEq_(Lt|Gt)$",
+        r"^if event\.prev_hash != expected_prev or _event_digest\(event\) != event\.hash:$",
+    ),
+    _audit_mutant(
+        "retention: a refused prefix says there is more",
+        _EVENT_FORGED,
+        _EVENT_FORGED.replace("more=False", "more=True"),
+        "test_retention_refuses_a_prefix_whose_link_is_forged_either_way",
+        r"ReplaceFalseWithTrue$",
+        r'refused=f"event \{event\.pk\} does not verify"\)$',
     ),
 ]
 

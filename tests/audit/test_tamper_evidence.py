@@ -14,7 +14,18 @@ from django.utils import timezone
 
 from audit import tasks
 from audit.models import AuditCheckpoint, AuditEvent
-from audit.services import Actor, checkpoint, enforce_retention, record, verify_and_checkpoint, verify_chain
+from audit.services import (
+    Actor,
+    EventSpec,
+    RetentionResult,
+    _event_digest,  # the chain's own digest, to forge an event that re-hashes
+    checkpoint,
+    enforce_retention,
+    record,
+    record_many,
+    verify_and_checkpoint,
+    verify_chain,
+)
 from memories.models import Organization
 
 pytestmark = pytest.mark.django_db
@@ -327,3 +338,102 @@ def test_the_first_event_of_a_fresh_database_is_verified_too(make_org: Callable[
     assert first.pk == 1
     report = verify_chain(org)
     assert report.ok and report.count == AuditEvent.objects.filter(organization=org).count()
+    periodic = checkpoint(org)  # the incremental walk starts before event 1 as well
+    assert periodic.ok and periodic.count == report.count
+
+
+# -- the periodic checkpoint, the explicit one and retention, at their edges (mutation-run survivors) ----------
+
+
+def _heads(org: Organization) -> int:
+    return AuditCheckpoint.objects.filter(organization=org, kind="head").count()
+
+
+def test_the_periodic_checkpoint_counts_every_event_and_refuses_a_forged_start(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 3)
+    first = checkpoint(org)
+    assert first.ok and first.count == AuditEvent.objects.filter(organization=org).count()  # from the genesis, all of them
+    again = checkpoint(org)  # nothing appended since: verified, and no head to sign
+    assert again.ok and again.head_id is None and _heads(org) == 1
+    with triggers_disabled("audit_auditcheckpoint"):
+        AuditCheckpoint.objects.filter(organization=org).update(event_count=1)
+    forged = checkpoint(org)
+    assert (forged.ok, forged.count, "signature" in forged.reason) == (False, 0, True)
+
+
+def test_the_periodic_checkpoint_never_signs_a_broken_chain(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    events = _events(org, 3)
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute("UPDATE audit_auditevent SET details = '{\"i\": 42}'::jsonb WHERE id = %s", [events[1].pk])
+    assert not checkpoint(org).ok
+    assert _heads(org) == 0
+    assert not verify_and_checkpoint(org).ok
+    assert _heads(org) == 0
+
+
+def test_an_explicit_checkpoint_signs_a_head_once_and_a_newer_one_again(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 2)
+    assert verify_and_checkpoint(org).ok and _heads(org) == 1
+    assert verify_and_checkpoint(org).ok and _heads(org) == 1  # nothing new: the same head is not signed twice
+    _events(org, 1)
+    assert verify_and_checkpoint(org).ok and _heads(org) == 2
+
+
+def test_retention_with_nothing_old_enough_removes_nothing_and_has_nothing_more(make_org: Callable[..., Organization]) -> None:
+    org = make_org()
+    _events(org, 2)
+    assert enforce_retention(org) == RetentionResult(removed=0, more=False)
+
+
+def test_retention_says_more_only_when_more_than_a_batch_is_old(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    _events_at(org, 2, timezone.now() - timedelta(days=800))  # with the organization's own first events: 3 or more
+    old = AuditEvent.objects.filter(organization=org).count()
+    assert enforce_retention(org, batch_size=old) == RetentionResult(removed=old, more=False)
+    org2 = _org_since(make_org, 900)
+    _events_at(org2, 2, timezone.now() - timedelta(days=800))
+    old2 = AuditEvent.objects.filter(organization=org2).count()
+    assert enforce_retention(org2, batch_size=old2 - 1) == RetentionResult(removed=old2 - 1, more=True)
+
+
+def test_retention_removes_a_thousand_at_a_time_unless_told(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    when = timezone.now() - timedelta(days=800)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("audit.services.timezone.now", lambda: when)
+        record_many([EventSpec("conflict.reopen", details={"i": i}) for i in range(1001)], organization=org, actor=Actor.cli())
+    result = enforce_retention(org)
+    assert (result.removed, result.more) == (1000, True)
+    assert verify_chain(org).ok
+
+
+@pytest.mark.parametrize("forged_link", ["0" * 64, "f" * 64], ids=["below", "above"])
+def test_retention_refuses_a_prefix_whose_link_is_forged_either_way(
+    make_org: Callable[..., Organization], forged_link: str
+) -> None:
+    org = _org_since(make_org, 900)
+    old = _events_at(org, 3, timezone.now() - timedelta(days=800))
+    # A forger who re-hashes the event they relinked: only the link itself gives it away.
+    forged = AuditEvent.objects.get(pk=old[1].pk)
+    forged.prev_hash = forged_link
+    with triggers_disabled(), connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE audit_auditevent SET prev_hash = %s, hash = %s WHERE id = %s", [forged_link, _event_digest(forged), forged.pk]
+        )
+    result = enforce_retention(org)
+    assert (result.removed, result.more) == (0, False) and f"event {old[1].pk} does not verify" in result.refused
+    assert AuditEvent.objects.filter(pk=old[0].pk).exists()
+
+
+def test_retention_refuses_to_go_on_from_a_forged_cut(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    _events_at(org, 4, timezone.now() - timedelta(days=800))
+    assert enforce_retention(org, batch_size=2).removed == 2
+    with triggers_disabled("audit_auditcheckpoint"):
+        AuditCheckpoint.objects.filter(organization=org, kind="retention").update(event_count=99)
+    assert enforce_retention(org, batch_size=2) == RetentionResult(
+        removed=0, more=False, refused="a checkpoint's signature is wrong"
+    )
