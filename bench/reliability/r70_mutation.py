@@ -227,6 +227,39 @@ EXPLAINED += [
 ]
 EXPLAINED += [
     (
+        "audit/services.py",
+        r"ReplaceBinaryOperator_Mul_\w+$",
+        r"^def enforce_retention\(organization: Any, \*, batch_size",
+        "equivalent: the bare `*` that makes the batch size keyword-only became `/`; every caller passes the "
+        "organization by position and the rest by keyword, so no call behaves differently",
+    ),
+    (
+        "audit/services.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"^start\.kind == AuditCheckpoint\.Kind\.HEAD$",
+        'equivalent: a checkpoint\'s kind is "head" or "retention", and "retention" does not sort before "head", so '
+        "`<=` is true for a head alone",
+    ),
+    (
+        "audit/services.py",
+        r"ReplaceAndWithOr$",
+        r"^if report\.ok and report\.head_id is not None:$",
+        "equivalent in verify_and_checkpoint (its twin in checkpoint() is killed): a report that is not ok never "
+        "names a head, and a full verification that is ok always does (the chain holds the organization's creation "
+        "event, or a retention cut and the event recording it), so `or` and `and` agree on every report",
+    ),
+    (
+        "audit/services.py",
+        r"ReplaceOrWithAnd$",
+        r"^message = f\"\{organization_id or ''\}\|",
+        "equivalent: the signed message still names the event id and hash it anchors, and event ids are unique "
+        "across organizations, so a checkpoint whose message lost its organization still cannot be replayed onto "
+        "another organization's chain (it names an event that chain does not hold); the global chain's None was '' "
+        "either way",
+    ),
+]
+EXPLAINED += [
+    (
         "memories/selectors/memories.py",
         r"ReplaceComparisonOperator_Eq_LtE$",
         r'^if status == "all":$',
@@ -342,6 +375,12 @@ EXPLAINED += [
     ),
 ]
 EXPLAINED_MUTATED: list[tuple[str, str, str, str]] = [
+    (
+        _AUDIT,
+        r"NumberReplacer$",
+        r"id__gt=cut\.last_event_id if cut else -1, id__lte=last_id\)$",
+        "equivalent: event ids start at 1, so `> -1` and `> 0` take the same rows (`else 1` is killed: a named mutant)",
+    ),
     (
         _AUDIT,
         r"NumberReplacer$",
@@ -562,12 +601,17 @@ NAMED_MUTANTS += [
 # with that machine, so they are carried here as figures — (target, mutants, run, killed, survived) — and their
 # survivors as (module, line, operator, source line, inside an annotation), re-judged on every report by the same
 # EXPLAINED and named-mutant rules as this machine's.
-EARLIER_AT = "2026-12-01 13:04–16:27 UTC, on the machine before this one (sessions lost with it)"
+EARLIER_AT = (
+    "2026-12-01 13:04–16:27 UTC on the machine before this one (sessions lost with it), and the audit chain's "
+    "19:54 UTC pass on this one (its session's line numbers predate record_many's per-event addresses, so it is "
+    "kept here by source line)"
+)
 EARLIER_FIGURES = [
     ("scoring", 217, 217, 206, 11),
     ("embedding signature guard", 24, 18, 13, 5),
     ("slack signature check", 21, 13, 8, 5),
     ("access (Principal)", 267, 18, 12, 6),
+    ("audit chain", 136, 32, 18, 14),
 ]
 _CONFIDENCE = "def confidence(match: float, thresholds: ConfidenceThresholds | None = None) -> Confidence:"
 _SCORING, _STORE, _SLACK, _ACCESS = (
@@ -630,6 +674,47 @@ EARLIER_SURVIVORS = [
         False,
     ),
     (_ACCESS, 207, "ReplaceFalseWithTrue", "return False", False),
+    (_AUDIT, 111, "ReplaceBinaryOperator_BitOr_Add", "def _chain_lock(organization_id: int | None) -> None:", True),
+    *(
+        (
+            _AUDIT,
+            238,
+            f"ReplaceBinaryOperator_BitOr_{op}",
+            "def _as_stored_many(details: Sequence[dict[str, Any]], ip: str | None)",
+            True,
+        )
+        for op in ("Add", "Div")
+    ),
+    *(
+        (_AUDIT, 52, f"ReplaceBinaryOperator_BitOr_{op}", "def _valid_address(ip: str | None) -> str | None:", True)
+        for op in ("Sub", "Mul", "Div")
+    ),
+    (_AUDIT, 63, "ReplaceBinaryOperator_BitOr_Mul", "def _as_stored(details: dict[str, Any], ip: str | None)", True),
+    (_AUDIT, 125, "ReplaceBinaryOperator_BitOr_Div", "details: dict[str, Any] | None = None,", True),
+    (
+        _AUDIT,
+        214,
+        "ReplaceTrueWithFalse",
+        "for event, action, details in zip(events, actions, stored_details, strict=True):",
+        False,
+    ),
+    (_AUDIT, 84, "ReplaceOrWithAnd", 'str(event.actor_user_id or ""),', False),
+    (_AUDIT, 85, "ReplaceOrWithAnd", 'str(event.actor_token_id or ""),', False),
+    (_AUDIT, 93, "ReplaceOrWithAnd", '"ip": event.ip or "",', False),
+    (
+        _AUDIT,
+        210,
+        "ReplaceOrWithAnd",
+        "stored_ip, stored_details = _as_stored_many([event.details or {} for event in events], current_client_ip())",
+        False,
+    ),
+    (
+        _AUDIT,
+        114,
+        "NumberReplacer",
+        'cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [7301, organization_id or 0])',
+        False,
+    ),
     (_ACCESS, 319, "NumberReplacer", "return max(clearance_names(self.organization_id), default=0)", False),
     (
         _ACCESS,
@@ -947,6 +1032,43 @@ NAMED_MUTANTS += [
         "test_retention_refuses_a_prefix_whose_link_is_forged_either_way",
         r"ReplaceFalseWithTrue$",
         r'refused=f"event \{event\.pk\} does not verify"\)$',
+    ),
+]
+
+_HEAD_ANCHOR = "start.kind == AuditCheckpoint.Kind.HEAD"
+_FIRST_PREFIX = "id__gt=cut.last_event_id if cut else 0, id__lte=last_id"
+NAMED_MUTANTS += [
+    _audit_mutant(
+        "periodic checkpoint: a forged start reported as verified",
+        _SIGNATURE_WRONG,
+        _SIGNATURE_WRONG.replace("ok=False", "ok=True"),
+        "test_the_periodic_checkpoint_counts_every_event_and_refuses_a_forged_start",
+        r"ReplaceFalseWithTrue$",
+        r"^ok=False, count=0, first_broken=start\.last_event_id",
+    ),
+    _audit_mutant(
+        "retention: a forged cut says there is more",
+        _CUT_FORGED,
+        _CUT_FORGED.replace("more=False", "more=True"),
+        "test_retention_refuses_to_go_on_from_a_forged_cut",
+        r"ReplaceFalseWithTrue$",
+        r"refused=\"a checkpoint's signature is wrong\"\)$",
+    ),
+    _audit_mutant(
+        "periodic checkpoint: a retention cut taken for a head whose event must still be there",
+        _HEAD_ANCHOR,
+        _HEAD_ANCHOR.replace("==", ">="),
+        "test_the_periodic_checkpoint_goes_on_from_a_retention_cut",
+        r"ReplaceComparisonOperator_Eq_GtE$",
+        r"^start\.kind == AuditCheckpoint\.Kind\.HEAD$",
+    ),
+    _audit_mutant(
+        "retention: the first cut starts after event 1",
+        _FIRST_PREFIX,
+        _FIRST_PREFIX.replace("else 0", "else 1"),
+        "test_retention_on_a_fresh_database_starts_before_event_1",
+        r"NumberReplacer$",
+        r"id__gt=cut\.last_event_id if cut else 0, id__lte=last_id\)$",
     ),
 ]
 

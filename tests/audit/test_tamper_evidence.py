@@ -437,3 +437,25 @@ def test_retention_refuses_to_go_on_from_a_forged_cut(make_org: Callable[..., Or
     assert enforce_retention(org, batch_size=2) == RetentionResult(
         removed=0, more=False, refused="a checkpoint's signature is wrong"
     )
+
+
+def test_the_periodic_checkpoint_goes_on_from_a_retention_cut(make_org: Callable[..., Organization]) -> None:
+    org = _org_since(make_org, 900)
+    _events_at(org, 3, timezone.now() - timedelta(days=800))
+    assert enforce_retention(org).removed >= 3  # the cut is now the newest checkpoint, its event gone
+    report = checkpoint(org)
+    assert report.ok, report
+    assert verify_chain(org).ok
+
+
+def test_retention_on_a_fresh_database_starts_before_event_1(make_org: Callable[..., Organization]) -> None:
+    if AuditEvent.objects.exists():
+        pytest.fail("the test database holds audit events from outside this test")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('audit_auditevent', 'id'), 1, false)")
+    org = _org_since(make_org, 900)
+    assert AuditEvent.objects.filter(organization=org).earliest("id").pk == 1
+    _events_at(org, 2, timezone.now() - timedelta(days=800))
+    result = enforce_retention(org)
+    assert result.refused == "" and result.removed >= 3
+    assert verify_chain(org).ok
