@@ -64,6 +64,14 @@ def _org_since(make_org: Callable[..., Organization], days: int) -> Organization
         return make_org()
 
 
+def _as_a_fresh_database() -> None:
+    """The next audit event gets id 1, as a new install's first one does (the table must be empty)."""
+    if AuditEvent.objects.exists():
+        pytest.fail("the test database holds audit events from outside this test")
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT setval(pg_get_serial_sequence('audit_auditevent', 'id'), 1, false)")
+
+
 @pytest.mark.parametrize("table", ["audit_auditevent", "audit_auditcheckpoint"])
 def test_truncate_is_refused(make_org: Callable[..., Organization], table: str) -> None:
     org = make_org()
@@ -329,10 +337,7 @@ def test_retention_past_or_at_the_signed_head_still_verifies(make_org: Callable[
 
 def test_the_first_event_of_a_fresh_database_is_verified_too(make_org: Callable[..., Organization]) -> None:
     # A new install's first organization writes event id 1: the walk must start before it, not at it.
-    if AuditEvent.objects.exists():
-        pytest.fail("the test database holds audit events from outside this test")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval(pg_get_serial_sequence('audit_auditevent', 'id'), 1, false)")
+    _as_a_fresh_database()
     org = make_org()
     first = AuditEvent.objects.filter(organization=org).earliest("id")
     assert first.pk == 1
@@ -449,10 +454,7 @@ def test_the_periodic_checkpoint_goes_on_from_a_retention_cut(make_org: Callable
 
 
 def test_retention_on_a_fresh_database_starts_before_event_1(make_org: Callable[..., Organization]) -> None:
-    if AuditEvent.objects.exists():
-        pytest.fail("the test database holds audit events from outside this test")
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT setval(pg_get_serial_sequence('audit_auditevent', 'id'), 1, false)")
+    _as_a_fresh_database()
     org = _org_since(make_org, 900)
     assert AuditEvent.objects.filter(organization=org).earliest("id").pk == 1
     _events_at(org, 2, timezone.now() - timedelta(days=800))
