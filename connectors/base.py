@@ -108,7 +108,8 @@ class Source:
         """Raise connectors.errors.InvalidSignature unless the request is authentic (before any parsing)."""
         raise NotImplementedError(f"{self.kind} has no webhooks")
 
-    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes) -> ParsedDelivery:
+    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes, payload: dict[str, Any]) -> ParsedDelivery:
+        """What a verified delivery asks of Cortex; `payload` is its body, already parsed (a JSON object)."""
         raise NotImplementedError(f"{self.kind} has no webhooks")
 
     def items_from_delivery(self, payload: dict[str, Any]) -> list[SourceItem]:

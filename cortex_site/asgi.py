@@ -1,9 +1,9 @@
 """The ASGI entry point: Django (UI, REST) and the MCP endpoint side by side.
 
-Django's ASGI handler does not run lifespan events, and the MCP SDK's session manager must
-be running before it serves a request, so a small Starlette router sits in front: the MCP
-paths (/mcp/ and its OAuth protected-resource metadata) go to the SDK app, everything else
-to Django, and the router's lifespan runs the session manager.
+The MCP SDK's session manager must be running before it serves a request, so a small Starlette
+router sits in front: the MCP paths (/mcp/ and its OAuth protected-resource metadata) go to the
+SDK app, everything else to Django — served as WSGI on a pool of threads (a2wsgi) — and the
+router's lifespan runs the session manager.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from django.core.asgi import get_asgi_application
+from a2wsgi import WSGIMiddleware
+from django.core.wsgi import get_wsgi_application
 from starlette.applications import Starlette
 from starlette.routing import Mount, Route
 
@@ -39,7 +40,14 @@ _web_server_defaults()
 
 def create_application() -> BodyLimitASGI:
     """A fresh application (the SDK's session manager runs once per instance; tests build their own)."""
-    django_app = get_asgi_application()  # sets Django up, so the MCP modules below can import models
+    django_wsgi = get_wsgi_application()  # sets Django up, so the modules below can import models
+    from django.conf import settings
+
+    # Django is served as WSGI on a fixed pool of threads (WEB_THREADS), not through its ASGI
+    # handler, which starts a thread per request and hops between it and the event loop at every
+    # sync/async boundary: half of a webhook answer's CPU went there (docs/benchmarks.md).
+    # django-stubs types the handler's answer as HttpResponseBase, which is the iterable of bytes WSGI asks for.
+    django_app = WSGIMiddleware(django_wsgi, workers=settings.WEB_THREADS)  # type: ignore[arg-type]
 
     from cortex_site.body_limits import BodyLimitASGI
     from memories.mcp.endpoint import build_endpoint
@@ -52,7 +60,7 @@ def create_application() -> BodyLimitASGI:
             yield
 
     routes = [Route(path, endpoint=mcp.app) for path in mcp.paths]
-    # django-stubs types ASGIHandler.__call__ more narrowly than Starlette's ASGIApp; it is one.
+    # a2wsgi types its scope and callables as TypedDicts, narrower than Starlette's ASGIApp; it is one.
     app = Starlette(routes=[*routes, Mount("/", app=django_app)], lifespan=lifespan)  # type: ignore[arg-type]
     # Oversized bodies are refused before Django (or the MCP SDK) reads them whole.
     return BodyLimitASGI(app, direct_paths=mcp.paths)  # type: ignore[arg-type]

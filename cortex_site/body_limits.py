@@ -1,15 +1,16 @@
 """Request bodies are refused past their limit before they are read, not after.
 
-Django's ASGI handler reads a whole body (into memory, then a temporary file) before any
-middleware or view runs, and its DATA_UPLOAD_MAX_MEMORY_SIZE check comes after that, and not
-for files at all. So two layers:
+Django's own DATA_UPLOAD_MAX_MEMORY_SIZE check comes after a body is read, and not for files at
+all. So two layers:
 
-- `BodyLimitASGI` wraps the ASGI application. A declared Content-Length over the path's limit is
-  not read at all; a body without one (chunked) is counted as it arrives and reading stops at the
-  limit. Either way Django gets an empty body and `scope["cortex.body_too_large"]` = the size
-  seen. Paths that are not Django's (the MCP endpoint) are answered 413 right there.
+- `BodyLimitASGI` wraps the ASGI application (cortex_site/asgi.py). A declared Content-Length over
+  the path's limit is not read at all. A body without one (chunked) is read up to the limit: for
+  Django, which is served as WSGI and reads only a declared length, it is collected and handed on
+  with its length declared; for the MCP endpoint it is counted as it arrives. Past the limit,
+  reading stops, Django gets an empty body and `scope["cortex.body_too_large"]` = the size seen,
+  and paths that are not Django's (the MCP endpoint) are answered 413 right there.
 - `BodyLimitMiddleware` (after sessions and auth, before any view reads the body) answers 413 for that mark —
-  or, under WSGI and the test client, where nothing is read until asked, for a Content-Length over
+  or, under the test client, where nothing is read until asked, for a Content-Length over
   the limit. Webhook paths go on to their view, which audits the refusal against its connector.
 
 Limits: an upload address (CORTEX_UPLOAD_PATHS) takes one file of CORTEX_MAX_UPLOAD_BYTES plus
@@ -58,7 +59,8 @@ def too_large_message(size: int, limit: int) -> str:
 
 def oversized(request: HttpRequest) -> int | None:
     """The size of this request's body when it is over its path's limit (it has not been read), else None."""
-    scope = getattr(request, "scope", None)
+    # The ASGI scope: a2wsgi passes it in the WSGI environ; an ASGIRequest carries it.
+    scope = request.META.get("asgi.scope") or getattr(request, "scope", None)
     if isinstance(scope, dict) and scope.get(SCOPE_KEY):
         return int(scope[SCOPE_KEY])
     try:
@@ -109,6 +111,9 @@ class BodyLimitASGI:
             scope[SCOPE_KEY] = declared
             await self.app(scope, _empty_body(receive), send)
             return
+        if declared is None and path not in self.direct_paths:
+            await self.app(scope, await _declared_within(scope, receive, limit), send)
+            return
         await self.app(scope, _counted(scope, receive, limit), send)
 
 
@@ -140,6 +145,42 @@ def _empty_body(receive: Receive) -> Receive:
         return {"type": "http.request", "body": b"", "more_body": False}
 
     return empty
+
+
+async def _declared_within(scope: Scope, receive: Receive, limit: int) -> Receive:
+    """A body that declares no length (chunked, or none at all), read up to `limit` and handed on
+    with a Content-Length: Django served as WSGI reads only a declared length, and would take a
+    chunked body for an empty one. Past the limit reading stops and the body is refused, unread."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # the client went away: pass that on
+            return _replay(message, receive)
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit:
+            scope[SCOPE_KEY] = seen
+            return _empty_body(receive)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    scope["headers"] = [*scope.get("headers", ()), (b"content-length", str(len(body)).encode())]
+    return _replay({"type": "http.request", "body": body, "more_body": False}, receive)
+
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    given = False
+
+    async def replayed() -> Message:
+        nonlocal given
+        if given:
+            return await receive()  # after the body: only http.disconnect is left to wait for
+        given = True
+        return first
+
+    return replayed
 
 
 def _counted(scope: Scope, receive: Receive, limit: int) -> Receive:

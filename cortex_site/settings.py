@@ -158,9 +158,8 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     # Before any view or process_view reads the body (CSRF reads POST): an oversized one is refused
     # unread; after sessions and auth, so its 413 page knows who is signed in. Last, because it is
-    # sync-only: under ASGI, Django hands the request between threads and the event loop wherever
-    # a sync middleware meets an async-capable one, and the ones above would each cost such a hop
-    # (three per request) if they ran in async mode below it.
+    # sync-only: were Django served by its ASGI handler, the async-capable ones above would each
+    # cost a hop between threads and the event loop if they ran in async mode below it.
     "cortex_site.body_limits.BodyLimitMiddleware",
 ]
 
@@ -198,15 +197,18 @@ if TESTING:
     # Test isolation flushes tables with TRUNCATE, which the audit log otherwise refuses (see audit 0003).
     _db.setdefault("OPTIONS", {})["options"] = "-c cortex.audit_allow_truncate=on"
 
-# The web server (ASGI) runs each request's sync code on a thread of its own (asgiref's
-# ThreadSensitiveContext), so a persistent connection is never reused there: every request would
-# open and password-authenticate (SCRAM) a new connection, and PostgreSQL fork a new backend for it.
-# With DB_POOL the process keeps a psycopg pool instead, and a request borrows a connection from it
-# and gives it back when it ends. cortex_site/asgi.py turns it on for the web server; workers, beat
-# and the CLI run one long-lived thread each and keep their plain connections.
+# The web server runs Django's views on a pool of WEB_THREADS threads, and the MCP endpoint's on
+# threads of asgiref's; without a pool each of those threads would open and password-authenticate
+# (SCRAM) connections of its own, and PostgreSQL fork a backend for each. With DB_POOL the process
+# keeps a psycopg pool instead, and a request borrows a connection from it and gives it back when
+# it ends. cortex_site/asgi.py turns it on for the web server; workers, beat and the CLI run one
+# long-lived thread each and keep their plain connections.
 DB_POOL = env_bool("DB_POOL", False)
 DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 2, minimum=0)
 DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
+# Threads per web server process that run Django's views (cortex_site/asgi.py); as many as the
+# process's pool lends connections by default, so a request never waits for one behind a busy thread.
+WEB_THREADS = env_int("WEB_THREADS", DB_POOL_MAX_SIZE, minimum=1)
 # How long a request waits for a free connection before it fails (503, like a database that is down).
 DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
 if DB_POOL_MAX_SIZE < DB_POOL_MIN_SIZE:
@@ -291,9 +293,10 @@ CACHES = {
 CELERY_BROKER_URL = _redis_db(REDIS_URL, _REDIS_DB_BASE) if _REDIS_DB_BASE else REDIS_URL
 CELERY_RESULT_BACKEND = _redis_db(REDIS_URL, _REDIS_DB_BASE + env_int("CORTEX_RESULTS_REDIS_DB", 2, minimum=0))
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
-# One result backend per process, not one per thread: under ASGI every request runs on a thread of
-# its own, so a per-thread backend was built anew (client, URL parsing, connection pool) by every
-# enqueue — a quarter of a webhook answer's time. Celery's Redis backend serializes its pub/sub.
+# One result backend per process, not one per thread: under Django's ASGI handler (and still on the
+# MCP endpoint) every request ran on a thread of its own, so a per-thread backend was built anew
+# (client, URL parsing, connection pool) by every enqueue — a quarter of a webhook answer's time.
+# Celery's Redis backend serializes its pub/sub.
 CELERY_RESULT_BACKEND_THREAD_SAFE = True
 # Queues by kind of work (cortex_site/queues.py), so each can get workers of its own.
 CELERY_TASK_QUEUES = tuple(Queue(name) for name in TASK_QUEUES)

@@ -67,10 +67,12 @@ def _connector(kind: str, connector_id: Any) -> Connector:
     except ValueError:
         raise NotFound("No such webhook.") from None
     # A kind that takes no webhooks has no webhook address, even for a connector that exists.
-    connector = Connector.objects.filter(pk=pk, kind=kind).first() if kind in SOURCES and source_class(kind).push else None
-    if connector is None:
+    if kind not in SOURCES or not source_class(kind).push:
         raise NotFound("No such webhook.")
-    return connector
+    try:
+        return Connector.objects.get(pk=pk, kind=kind)
+    except Connector.DoesNotExist:
+        raise NotFound("No such webhook.") from None
 
 
 def _reject(connector: Connector, error: CortexError) -> CortexError:
@@ -98,8 +100,9 @@ def delivery_refuse_oversized(*, kind: str, connector_id: Any, size: int, limit:
     )
 
 
-def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -> None:
-    """After the signature: the headers the source always sends, a JSON content type, a JSON object."""
+def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
+    """After the signature: the headers the source always sends, a JSON content type, a JSON
+    object — returned parsed, so the source does not parse it again."""
     source = source_class(connector.kind)
     missing = [name for name in source.delivery_headers if not (headers.get(name) or "").strip()]
     if missing:
@@ -128,6 +131,7 @@ def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -
         payload = None
     if not isinstance(payload, dict):
         raise _reject(connector, ValidationFailed("The delivery body is not a JSON object.", error_code="MALFORMED_REQUEST"))
+    return payload
 
 
 def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str], body: bytes) -> DeliveryAnswer:
@@ -139,8 +143,8 @@ def delivery_receive(*, kind: str, connector_id: Any, headers: Mapping[str, str]
         source.verify_delivery(headers=headers, body=body)
     except InvalidSignature as exc:
         raise _reject(connector, SignatureRejected(exc.message)) from None
-    _check_body(connector, headers, body)
-    parsed = source.parse_delivery(headers=headers, body=body)
+    payload = _check_body(connector, headers, body)
+    parsed = source.parse_delivery(headers=headers, body=body, payload=payload)
     if parsed.immediate_response is not None:
         return DeliveryAnswer(200, parsed.immediate_response)
     delivery, action, reason = delivery_accept(connector=connector, parsed=parsed)

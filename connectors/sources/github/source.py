@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import re
 import secrets
 from collections.abc import Mapping
@@ -154,10 +153,9 @@ class GitHubSource(Source):
         if not hmac.compare_digest(expected.encode(), signature.strip().encode()):
             raise InvalidSignature("X-Hub-Signature-256 does not match: the webhook's secret differs from the connector's.")
 
-    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes) -> ParsedDelivery:
+    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes, payload: dict[str, Any]) -> ParsedDelivery:
         event = (headers.get("X-GitHub-Event") or "").strip()
         delivery_id = (headers.get("X-GitHub-Delivery") or "").strip()
-        payload = json.loads(body)
         if not delivery_id:
             # GitHub always sends one; without it dedupe falls back to the body's digest.
             delivery_id = "sha256:" + hashlib.sha256(body).hexdigest()

@@ -235,15 +235,7 @@ class SlackSource(Source):
         if not secret or not SignatureVerifier(secret).is_valid(body=body, timestamp=timestamp, signature=signature):
             raise InvalidSignature("The Slack signature does not match this connector's signing secret.")
 
-    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes) -> ParsedDelivery:
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            payload = None
-        if not isinstance(payload, dict):
-            return ParsedDelivery(
-                delivery_id=_digest(body), event="unreadable", ignored=True, reason="the body is not a JSON object"
-            )
+    def parse_delivery(self, *, headers: Mapping[str, str], body: bytes, payload: dict[str, Any]) -> ParsedDelivery:
         return self.parse_payload(payload)
 
     def parse_payload(self, payload: dict[str, Any]) -> ParsedDelivery:
