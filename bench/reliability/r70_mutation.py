@@ -525,7 +525,10 @@ NAMED_MUTANTS += [
     NamedMutant(
         "could_supersede: same author compared with < (cosmic-ray survivor)",
         (("memories/access.py", "winner.author_id == loser.author_id", "winner.author_id < loser.author_id"),),
-        ("tests/memories/test_adjacent_rungs.py::test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next",),
+        (
+            "tests/memories/test_adjacent_rungs.py::test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next",
+            "tests/memories/test_adjacent_rungs.py::test_an_author_who_left_still_supersedes_their_own_memory_whatever_its_rung",
+        ),
         survivor=("memories/access.py", r"ReplaceComparisonOperator_Eq_Lt$", r"winner\.author_id == loser\.author_id"),
     ),
     NamedMutant(

@@ -161,6 +161,22 @@ def test_the_automatic_conflict_policy_never_lets_a_lower_rung_overrule_the_next
 
 
 @pytest.mark.django_db
+def test_an_author_who_left_still_supersedes_their_own_memory_whatever_its_rung(rungs: dict[str, Any]) -> None:
+    # Once its author left, a memory speaks with its own clearance's rung (author_rank). Only the
+    # same-author rule lets the author's later note, at a lower rung, replace their earlier one —
+    # decided by who wrote both, whatever the order of anyone's ids.
+    author = rungs["Manager"]
+    earlier = remember(author, "The Manager's launch plan: May.", scope="team", clearance_min="Manager")
+    later = remember(author, "The Manager's launch plan: June.", scope="team", clearance_min="Employee")
+    someone_elses = remember(rungs["Executive"], "The Executive's launch plan: July.", scope="team", clearance_min="Manager")
+    tenancy.member_remove(membership=author, by=principal(rungs["admin"]))
+    assert could_supersede(later, earlier) is True
+    assert could_supersede(earlier, later) is True
+    # Not someone else's memory, whose author still holds a higher rung than the note's own.
+    assert could_supersede(later, someone_elses) is False
+
+
+@pytest.mark.django_db
 def test_a_superseded_version_stays_writable_for_its_scopes_writers(rungs: dict[str, Any], api: Any) -> None:
     # Writing a memory asks the history read rule (superseded versions are read by id), not the list rule.
     client = api(rungs["Employee"])
