@@ -6,13 +6,14 @@ Reads of the log are themselves audited by the interfaces (`audit.read`, `audit.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Q, QuerySet
 
 from audit.models import AuditEvent
 from cortex_site.errors import NotFound, ValidationFailed
+from cortex_site.moments import parse_moment
 
 if TYPE_CHECKING:
     from memories.access import Principal
@@ -42,19 +43,17 @@ class AuditFilters:
 
 def parse_filters(params: Any) -> AuditFilters:
     """Filters from query parameters; a bad value is a 400 naming it, never a silently wider result."""
-    from django.utils.dateparse import parse_date, parse_datetime
-    from django.utils.timezone import is_naive, make_aware
 
     def moment(name: str) -> datetime | None:
         raw = (params.get(name) or "").strip()
         if not raw:
             return None
-        value = parse_datetime(raw)
-        if value is None and (day := parse_date(raw)) is not None:
-            value = datetime(day.year, day.month, day.day, tzinfo=UTC)
-        if value is None:
-            raise ValidationFailed(f"{name} must be an ISO date or date-time.", error_code="INVALID_DATE", details={name: raw})
-        return make_aware(value) if is_naive(value) else value
+        try:
+            return parse_moment(raw)
+        except ValueError:
+            raise ValidationFailed(
+                f"{name} must be an ISO date or date-time.", error_code="INVALID_DATE", details={name: raw}
+            ) from None
 
     outcome = (params.get("outcome") or "").strip() or None
     if outcome is not None and outcome not in AuditEvent.Outcome.values:

@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING
 
 from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
-from starlette.applications import Starlette
-from starlette.routing import Mount, Route
+from starlette.routing import Route, Router
 
 if TYPE_CHECKING:
     from cortex_site.body_limits import BodyLimitASGI
@@ -55,13 +54,15 @@ def create_application() -> BodyLimitASGI:
     mcp = build_endpoint()
 
     @asynccontextmanager
-    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+    async def lifespan(_app: object) -> AsyncIterator[None]:
         async with mcp.session_manager.run():
             yield
 
-    routes = [Route(path, endpoint=mcp.app) for path in mcp.paths]
+    # Every path that is not the MCP endpoint's goes to Django as it came: the router's default, not
+    # a Mount("/"), whose pattern does not match a path holding an (encoded) newline — such a path
+    # got Starlette's plain-text 404 instead of Django's JSON one.
     # a2wsgi types its scope and callables as TypedDicts, narrower than Starlette's ASGIApp; it is one.
-    app = Starlette(routes=[*routes, Mount("/", app=django_app)], lifespan=lifespan)  # type: ignore[arg-type]
+    app = Router(routes=[Route(path, endpoint=mcp.app) for path in mcp.paths], default=django_app, lifespan=lifespan)  # type: ignore[arg-type]
     # Oversized bodies are refused before Django (or the MCP SDK) reads them whole.
     return BodyLimitASGI(app, direct_paths=mcp.paths)  # type: ignore[arg-type]
 

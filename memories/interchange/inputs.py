@@ -92,6 +92,22 @@ class TagText(serializers.CharField):
     schema_pattern = rf"^[{SPACE}]*#*(?:[^{SPACE},\x00#][^{SPACE},\x00]{{0,49}})?[{SPACE}]*$"
 
 
+# After the scheme: a first host character that urlsplit keeps in the netloc (not a delimiter, a
+# bracket — an IPv6 literal is accepted but not described — or space), then anything but NUL, the whole
+# stripped URL at most 2,000 characters.
+_HOST_START = rf"[^/?#\[\]\x00{SPACE}]"
+
+
+class SourceUrlText(serializers.CharField):
+    """A source link: blank, or an http(s) URL with a host, at most 2,000 characters once stripped
+    (validation.clean_source_url)."""
+
+    schema_pattern = (
+        rf"^[{SPACE}]*(?:[Hh][Tt][Tt][Pp]://{_HOST_START}[^\x00]{{0,1992}}"
+        rf"|[Hh][Tt][Tt][Pp][Ss]://{_HOST_START}[^\x00]{{0,1991}})?[{SPACE}]*$"
+    )
+
+
 def tag_list(**kwargs: Any) -> serializers.ListField:
     return serializers.ListField(child=TagText(allow_blank=True), max_length=MAX_TAGS, **kwargs)
 
@@ -102,7 +118,7 @@ class MemoryFieldsInput(StrictSerializer):
     scope = serializers.CharField(required=False, allow_null=True, allow_blank=True)
     category = CategoryText(required=False, allow_blank=True)
     source = SourceText(required=False)  # type: ignore[assignment]  # a field named like Field.source
-    source_url = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    source_url = SourceUrlText(required=False, allow_blank=True, allow_null=True)
     tags = tag_list(required=False)
     clearance_min = serializers.CharField(required=False, allow_null=True, allow_blank=True)
     valid_from = serializers.DateTimeField(required=False, allow_null=True)

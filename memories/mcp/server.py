@@ -22,11 +22,10 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, time
+from datetime import datetime
 from typing import Annotated, Any
 
 from django.conf import settings
-from django.utils.dateparse import parse_date, parse_datetime
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
@@ -42,6 +41,7 @@ from audit.models import AuditEvent
 from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, NotFound, PermissionDenied, RateLimited, ValidationFailed
+from cortex_site.moments import parse_moment
 from memories.access import Principal, clearance_name, clearance_names
 from memories.interchange.inputs import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
 from memories.interchange.representation import citation, cite_text, iso, present_memory, redaction
@@ -641,12 +641,12 @@ async def recall_about(
 def _moment(value: str | None, name: str) -> datetime | None:
     if not value:
         return None
-    parsed = parse_datetime(value) or (
-        datetime.combine(parsed_date, time.min, tzinfo=UTC) if (parsed_date := parse_date(value)) else None
-    )
-    if parsed is None:
-        raise ValidationFailed(f"{name}: give an ISO 8601 date or time, e.g. 2025-01-15.", error_code="INVALID_ARGUMENTS")
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        return parse_moment(value.strip())
+    except ValueError:
+        raise ValidationFailed(
+            f"{name}: give an ISO 8601 date or time, e.g. 2025-01-15.", error_code="INVALID_ARGUMENTS"
+        ) from None
 
 
 def _recall_timeline(principal: Principal, since: str | None, until: str | None, scope: str | None, limit: int) -> Answer:

@@ -37,10 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from django.db import transaction
-from django.utils.dateparse import parse_datetime
 
 from audit.services import record
 from cortex_site.errors import CortexError, NotFound, ServiceUnavailable, ValidationFailed
+from cortex_site.moments import parse_moment
 from memories.access import Operator, Principal, clearance_names
 from memories.interchange.representation import memory_representation, present_memories
 from memories.models import Memory, Scope
@@ -583,14 +583,11 @@ def _moment(fields: dict[str, Any], name: str) -> datetime | None:
     if not value:
         return None
     try:
-        moment = parse_datetime(value)
+        return parse_moment(value)
     except ValueError:
-        moment = None
-    if moment is None:
         raise ValidationFailed(
             f"{name} is not an ISO 8601 date-time ({value!r}).", error_code="INVALID_DATE", details={"field": name}
-        )
-    return moment
+        ) from None
 
 
 # -- exporting ------------------------------------------------------------------------------------

@@ -121,6 +121,21 @@ def test_bad_filters_are_400_and_change_nothing(history: dict[str, Any], api: An
     assert AuditEvent.objects.count() == before
 
 
+def test_moments_are_read_in_utc_and_impossible_ones_are_400(history: dict[str, Any], api: Any) -> None:
+    client = api(history["exec"])
+    # +16:00 is a valid ISO offset PostgreSQL refuses: converted to UTC, the filter holds and the
+    # stream completes (sent as given, the query failed halfway through the streamed answer).
+    response = client.get("/api/audit/export", {"since": "2000-01-01T00:00:00+16:00", "format": "csv"})
+    assert response.status_code == 200
+    rows = list(csv.DictReader(io.StringIO(_streamed(response))))
+    assert {"member.update", "member.remove", "memory.read"} <= {row["action"] for row in rows}
+    listed = client.get("/api/audit", {"since": "2000-01-01T00:00:00+16:00"})
+    assert listed.status_code == 200 and listed.json()["results"]
+    for impossible in ("2000-13-01T00:00:00", "0001-01-01T00:00:00+16:00", "2000-02-30"):
+        assert_envelope(client.get("/api/audit", {"since": impossible}), 400, "INVALID_DATE")
+        assert_envelope(client.get("/api/audit/export", {"until": impossible}), 400, "INVALID_DATE")
+
+
 def test_verify_answers_and_anchors_the_head(history: dict[str, Any], api: Any) -> None:
     from audit.models import AuditCheckpoint
 

@@ -74,8 +74,11 @@ def clean_source_url(url: str) -> str:
     url = (url or "").strip()
     if not url:
         return ""
-    parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.netloc or len(url) > 2000:
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a bracketed host that is not an IPv6 address ("http://[x")
+        parts = None
+    if parts is None or parts.scheme not in {"http", "https"} or not parts.netloc or len(url) > 2000:
         raise ValidationFailed("source_url must be an http(s) URL of at most 2,000 characters.", error_code="INVALID_SOURCE_URL")
     return url
 
