@@ -22,7 +22,7 @@ from cortex_site.moments import parse_moment
 )
 def test_dates_and_times_become_utc(text: str, moment: datetime) -> None:
     parsed = parse_moment(text)
-    assert parsed == moment and parsed.utcoffset() is not None and parsed.utcoffset().total_seconds() == 0
+    assert parsed == moment and parsed.tzinfo is UTC
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ The full run — every phase, a bigger budget, every principal — is `make reli
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from typing import Any
 
 import pytest
@@ -328,8 +328,8 @@ def test_a_path_holding_an_encoded_newline_gets_djangos_json_404() -> None:
     async def receive() -> dict[str, Any]:
         return {"type": "http.request", "body": b"", "more_body": False}
 
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
+    async def send(message: MutableMapping[str, Any]) -> None:
+        sent.append(dict(message))
 
     path = "/api/memories/p\n1/redact"
     scope = {
