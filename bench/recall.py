@@ -430,6 +430,10 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
         conn.commit()
     print(f"  {time.perf_counter() - t0:.0f}s; building indexes", flush=True)
     t0 = time.perf_counter()
+    with connection.cursor() as cursor:
+        # The HNSW graph is built in memory while it fits maintenance_work_mem and much more slowly
+        # once it does not (~2.5 GB at 1M memories); the embedded server's 256 MB is for a running Cortex.
+        cursor.execute("SET maintenance_work_mem = %s", [f"{max(256, len(chunks) * 3 // 1000)}MB"])
     with connection.schema_editor() as editor:
         for index in MemoryChunk._meta.indexes:
             if index.name in {"chunk_embedding_hnsw", "chunk_search_gin"}:
