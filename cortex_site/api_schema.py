@@ -199,6 +199,11 @@ def postprocess_error_responses(result: dict[str, Any], generator: Any, request:
         for method, operation in item.items():
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
+            for parameter in operation.get("parameters", []):
+                schema = parameter.get("schema", {})
+                free_text = schema.get("type") == "string" and not {"enum", "format", "pattern"} & schema.keys()
+                if parameter.get("in") == "query" and free_text:
+                    schema["pattern"] = NO_NUL  # cortex_site.middleware.NulInQueryMiddleware refuses the rest
             responses = operation["responses"]
             for code in statuses_for(path, method, operation):
                 responses.setdefault(str(code), _envelope(STATUS_TEXT[code]))

@@ -8,6 +8,7 @@ from http import HTTPStatus
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
 
 from cortex_site.api import RETRY_AFTER_SECONDS, error_body
 from cortex_site.errors import infrastructure_error
@@ -69,6 +70,26 @@ class ApiErrorMiddleware:
             if header in response:
                 json_response[header] = response[header]
         return json_response
+
+
+class NulInQueryMiddleware:
+    """A query-string value holding a NUL character is refused (400) before any view reads it: no
+    text Cortex stores can hold one (PostgreSQL refuses it), so as a filter it could only fail the
+    query it was put in — a 500 — never match. The OpenAPI documents every free-text query
+    parameter with a pattern that says so (cortex_site/api_schema.py)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        name = next((key for key, values in request.GET.lists() if "\x00" in key or any("\x00" in v for v in values)), None)
+        if name is None:
+            return self.get_response(request)
+        shown = name.replace("\x00", "\\0")
+        message = f"The query parameter {shown!r} holds a NUL character, which no text in Cortex can hold."
+        if request.path.startswith(_API_PREFIX):
+            return JsonResponse(error_body("INVALID_QUERY", message, {"parameter": shown}), status=400)
+        return render(request, "errors/400.html", {"message": message}, status=400)
 
 
 class ServiceUnavailableMiddleware:

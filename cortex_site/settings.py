@@ -156,6 +156,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After sessions and auth, so its 400 page knows who is signed in.
+    "cortex_site.middleware.NulInQueryMiddleware",
     # Before any view or process_view reads the body (CSRF reads POST): an oversized one is refused
     # unread; after sessions and auth, so its 413 page knows who is signed in. Last, because it is
     # sync-only: were Django served by its ASGI handler, the async-capable ones above would each

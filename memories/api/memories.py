@@ -345,7 +345,9 @@ class RecallView(APIView):
                 data[name] = [v.strip() for v in params[name].split(",") if v.strip()]
         if max_tokens is not None:
             data["max_tokens"] = max_tokens
-        for name in ("category", "source", "as_of"):
+        for name in ("category", "source"):
             if params.get(name):
                 data[name] = params[name]
+        if "as_of" in params:  # given blank it is not a date-time: refused, as the schema says
+            data["as_of"] = params["as_of"]
         return self._answer(request, data)
