@@ -7,8 +7,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 
 from django.conf import settings
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.http import HttpRequest, HttpResponse, JsonResponse, QueryDict
 
 from cortex_site.api import RETRY_AFTER_SECONDS, error_body
 from cortex_site.errors import infrastructure_error
@@ -73,10 +72,11 @@ class ApiErrorMiddleware:
 
 
 class NulInQueryMiddleware:
-    """A query-string value holding a NUL character is refused (400) before any view reads it: no
+    """An API query-string value holding a NUL character is refused (400) before any view reads it: no
     text Cortex stores can hold one (PostgreSQL refuses it), so as a filter it could only fail the
     query it was put in — a 500 — never match. The OpenAPI documents every free-text query
-    parameter with a pattern that says so (cortex_site/api_schema.py)."""
+    parameter with a pattern that says so (cortex_site/api_schema.py). A page's query string has
+    its NULs dropped instead: pages read their parameters leniently."""
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -85,11 +85,17 @@ class NulInQueryMiddleware:
         name = next((key for key, values in request.GET.lists() if "\x00" in key or any("\x00" in v for v in values)), None)
         if name is None:
             return self.get_response(request)
+        if not request.path.startswith(_API_PREFIX):
+            # Pages are lenient (a link someone mangled still opens): the NULs are dropped.
+            cleaned = QueryDict(mutable=True)
+            for key, values in request.GET.lists():
+                cleaned.setlist(key.replace("\x00", ""), [value.replace("\x00", "") for value in values])
+            cleaned._mutable = False
+            request.GET = cleaned  # type: ignore[assignment]  # django-stubs: an immutable QueryDict, which this now is
+            return self.get_response(request)
         shown = name.replace("\x00", "\\0")
         message = f"The query parameter {shown!r} holds a NUL character, which no text in Cortex can hold."
-        if request.path.startswith(_API_PREFIX):
-            return JsonResponse(error_body("INVALID_QUERY", message, {"parameter": shown}), status=400)
-        return render(request, "errors/400.html", {"message": message}, status=400)
+        return JsonResponse(error_body("INVALID_QUERY", message, {"parameter": shown}), status=400)
 
 
 class ServiceUnavailableMiddleware:
