@@ -8,11 +8,13 @@ loop in the test thread, so Django's async-safety guard is relaxed for these tes
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from django.conf import settings
+from django.db import connection
 from django.test import Client
 
 CHROMIUM = "/usr/bin/chromium"
@@ -97,4 +99,21 @@ def open_page(browser: Any, live_server: Any) -> Iterator[Callable[..., Any]]:
     yield make
     for context in contexts:
         context.close()
+    _wait_for_the_live_servers_queries()
     assert not problems, problems
+
+
+def _wait_for_the_live_servers_queries(timeout: float = 15) -> None:
+    """Closing the browser does not stop the live server answering what it already received (a
+    poll, a page the test left): its queries must end before the test database is flushed, or the
+    flush's TRUNCATE and they deadlock — and the next test finds this one's rows."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                " AND backend_type = 'client backend' AND state IN ('active', 'idle in transaction')"
+            )
+            if cursor.fetchone()[0] == 0:
+                return
+        time.sleep(0.05)
