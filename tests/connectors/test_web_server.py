@@ -102,12 +102,25 @@ def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]
             process.wait()
 
 
-def test_several_web_processes_answer_a_burst_of_deliveries_once_each_on_pooled_connections(
-    acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer, web_server: str
-) -> None:
+def _github_answers(stub_server: StubServer) -> None:
     stub_server.route("GET", rf"/repos/{REPO}/pulls/\d+/files", StubResponse(json=[]))
     # The recorded PR reverts #111, which Cortex never stored: GitHub answers it as missing.
     stub_server.route("GET", f"/repos/{REPO}/pulls/111", StubResponse(status=404, json={"message": "Not Found"}))
+
+
+def _delivery_headers(body: bytes, delivery_id: str) -> dict[str, str]:
+    return {
+        "Content-Type": "application/json",
+        "X-GitHub-Event": "pull_request",
+        "X-GitHub-Delivery": delivery_id,
+        "X-Hub-Signature-256": github_signature(body),
+    }
+
+
+def test_several_web_processes_answer_a_burst_of_deliveries_once_each_on_pooled_connections(
+    acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer, web_server: str
+) -> None:
+    _github_answers(stub_server)
     connector = make_github(acme["exec"])
     template = github_fixture("pull_request__closed_merged.json")
     bodies = [template.replace(b'"number": 117', f'"number": {1000 + i}'.encode()) for i in range(DELIVERIES)]
@@ -115,15 +128,11 @@ def test_several_web_processes_answer_a_burst_of_deliveries_once_each_on_pooled_
     delivery_ids = [str(uuid.uuid4()) for _ in bodies]
 
     def send(index: int) -> int:
-        body = bodies[index]
-        headers = {
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
-            "X-GitHub-Delivery": delivery_ids[index],
-            "X-Hub-Signature-256": github_signature(body),
-        }
+        headers = _delivery_headers(bodies[index], delivery_ids[index])
         with httpx.Client(timeout=60) as client:
-            return client.post(f"{web_server}/api/webhooks/github/{connector.pk}", content=body, headers=headers).status_code
+            return client.post(
+                f"{web_server}/api/webhooks/github/{connector.pk}", content=bodies[index], headers=headers
+            ).status_code
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         statuses = list(pool.map(send, range(DELIVERIES)))
@@ -159,28 +168,21 @@ def test_a_delivery_sent_chunked_is_read_whole_and_one_over_the_limit_is_refused
 ) -> None:
     # Django is served as WSGI there, which reads only a declared length: the layer in front
     # (cortex_site/body_limits.py) declares it for a chunked body within the limit.
-    stub_server.route("GET", rf"/repos/{REPO}/pulls/\d+/files", StubResponse(json=[]))
-    stub_server.route("GET", f"/repos/{REPO}/pulls/111", StubResponse(status=404, json={"message": "Not Found"}))
+    _github_answers(stub_server)
     connector = make_github(acme["exec"])
     body = github_fixture("pull_request__closed_merged.json")
     address = f"{web_server}/api/webhooks/github/{connector.pk}"
 
-    def headers(signed: bytes) -> dict[str, str]:
-        return {
-            "Content-Type": "application/json",
-            "X-GitHub-Event": "pull_request",
-            "X-GitHub-Delivery": str(uuid.uuid4()),
-            "X-Hub-Signature-256": github_signature(signed),
-        }
-
-    answer = httpx.post(address, content=_chunked(body), headers=headers(body), timeout=60)
+    answer = httpx.post(address, content=_chunked(body), headers=_delivery_headers(body, str(uuid.uuid4())), timeout=60)
     assert answer.status_code == 200, answer.text
     assert answer.request.headers.get("transfer-encoding") == "chunked"
     assert Delivery.objects.get(connector=connector).status == Delivery.Status.PROCESSED
     assert Memory.objects.filter(organization_id=connector.organization_id, source="GitHub").count() == 1
 
     too_large = b'{"padding": "' + b"x" * (3 * 1024 * 1024) + b'"}'
-    refused = httpx.post(address, content=_chunked(too_large), headers=headers(too_large), timeout=60)
+    refused = httpx.post(
+        address, content=_chunked(too_large), headers=_delivery_headers(too_large, str(uuid.uuid4())), timeout=60
+    )
     assert refused.status_code == 413 and refused.json()["error_code"] == "PAYLOAD_TOO_LARGE"
     assert Delivery.objects.filter(connector=connector).count() == 1
     rejected = AuditEvent.objects.get(organization=acme["org"], action="webhook.reject")

@@ -9,13 +9,14 @@ The full run — every phase, a bigger budget, every principal — is `make reli
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from support import assert_envelope, remember, signed_in
+from support.asgi_client import asgi_post
 from support.openapi_contract import run_schemathesis, seed_contract_org
 
 from cortex_site.api import PrincipalRateThrottle
@@ -316,42 +317,17 @@ def test_a_source_url_the_schema_refuses_is_a_400_and_stores_nothing(acme: dict[
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_path_holding_an_encoded_newline_gets_djangos_json_404() -> None:
+def test_a_path_holding_an_encoded_newline_reaches_django_and_its_json_envelope() -> None:
     # Through the application `make run` serves: such a path used to stop at the router in front of
     # Django (its Mount("/") did not match it) with a plain-text 404 no client could parse.
-    import asyncio
-
     from cortex_site.asgi import create_application
 
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: MutableMapping[str, Any]) -> None:
-        sent.append(dict(message))
-
-    path = "/api/memories/p\n1/redact"
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": b"/api/memories/p%0A1/redact",
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1")],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-    asyncio.run(create_application()(scope, receive, send))
-    start = next(message for message in sent if message["type"] == "http.response.start")
-    body = b"".join(message.get("body", b"") for message in sent if message["type"] == "http.response.body")
-    content_type = dict(start["headers"])[b"content-type"]
-    assert content_type.startswith(b"application/json"), (start["status"], body[:200])
-    assert "error_code" in json.loads(body)
+    answer = asgi_post(
+        create_application(), "/api/memories/p\n1/redact", headers=[], chunks=0, raw_path=b"/api/memories/p%0A1/redact"
+    )
+    # Django's envelope (asgi_post checks the JSON content type): unauthenticated, so a 401.
+    assert answer["status"] == 401 and answer["json"]["error_code"] == "NOT_AUTHENTICATED"
+    assert answer["json"]["request_id"] == answer["headers"][b"x-request-id"].decode()
 
 
 def test_every_free_text_query_parameter_is_documented_without_nul(openapi: dict[str, Any]) -> None:

@@ -3,12 +3,11 @@ serves) stops them, declared or chunked, and the bounded child runner caps what 
 
 from __future__ import annotations
 
-import asyncio
-import json
 from typing import Any
 
 import pytest
 from hardening.input import hostile_files as hostile
+from support.asgi_client import asgi_post
 
 from memories.services.bounded import LimitExceeded, run_bounded
 
@@ -22,52 +21,12 @@ def application() -> Any:
     return create_application()
 
 
-def call(app: Any, path: str, *, headers: list[tuple[bytes, bytes]], chunks: int | None = None) -> dict[str, Any]:
-    """POST through the ASGI app; `chunks` 64 KiB pieces of body are offered (None: reading fails the test)."""
-    offered = {"count": 0}
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        if chunks is None:
-            raise AssertionError("the body was read")
-        offered["count"] += 1
-        more = offered["count"] < chunks
-        return {"type": "http.request", "body": b"x" * 65536, "more_body": more}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": [(b"host", b"127.0.0.1"), *headers],
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 8000),
-    }
-    asyncio.run(app(scope, receive, send))
-    start = next(m for m in sent if m["type"] == "http.response.start")
-    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return {
-        "status": start["status"],
-        "headers": {name.lower(): value for name, value in start["headers"]},
-        "json": json.loads(body),
-        "offered": offered["count"],
-    }
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_declared_oversized_body_is_answered_413_without_reading_it(application: Any) -> None:
-    answer = call(application, "/api/memories", headers=[(b"content-length", str(30 * MIB).encode())])
+    answer = asgi_post(application, "/api/memories", headers=[(b"content-length", str(30 * MIB).encode())])
     assert answer["status"] == 413 and answer["json"]["error_code"] == "PAYLOAD_TOO_LARGE"
     assert answer["json"]["request_id"] == answer["headers"][b"x-request-id"].decode()
-    upload = call(
+    upload = asgi_post(
         application,
         "/memories/upload/",
         headers=[(b"content-length", str(30 * MIB).encode()), (b"accept", b"application/json")],
@@ -78,14 +37,14 @@ def test_a_declared_oversized_body_is_answered_413_without_reading_it(applicatio
 @pytest.mark.django_db(transaction=True)
 def test_a_chunked_body_is_read_only_up_to_the_limit(application: Any) -> None:
     # 2 MiB is 32 chunks of 64 KiB: the 33rd goes over, and nothing after it is asked for.
-    answer = call(application, "/api/memories", headers=[(b"content-type", b"application/json")], chunks=10_000)
+    answer = asgi_post(application, "/api/memories", headers=[(b"content-type", b"application/json")], chunks=10_000)
     assert answer["status"] == 413 and answer["json"]["error_code"] == "PAYLOAD_TOO_LARGE"
     assert answer["offered"] == 33
 
 
 @pytest.mark.django_db(transaction=True)
 def test_the_mcp_endpoint_is_refused_in_front_of_the_sdk(application: Any) -> None:
-    answer = call(application, "/mcp/", headers=[(b"content-length", str(30 * MIB).encode())])
+    answer = asgi_post(application, "/mcp/", headers=[(b"content-length", str(30 * MIB).encode())])
     assert answer["status"] == 413 and answer["json"]["error_code"] == "PAYLOAD_TOO_LARGE"
 
 
