@@ -25,8 +25,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
 
 def _web_server_defaults() -> None:
     """What a process that starts by serving this application wants unless told otherwise: a
-    database connection pool (see DB_POOL in cortex_site/settings.py — each request runs on its own
-    thread here, so plain connections would be opened anew for every request). A process whose
+    database connection pool (see DB_POOL in cortex_site/settings.py — requests run on many threads
+    here, Django's pool and the MCP endpoint's, and each would otherwise open connections of its own). A process whose
     settings are already loaded (the test suite building an app of its own) is left as it is."""
     from django.conf import settings
 
@@ -44,7 +44,8 @@ def create_application() -> BodyLimitASGI:
 
     # Django is served as WSGI on a fixed pool of threads (WEB_THREADS), not through its ASGI
     # handler, which starts a thread per request and hops between it and the event loop at every
-    # sync/async boundary: half of a webhook answer's CPU went there (docs/benchmarks.md).
+    # sync/async boundary: about a third of the web processes' time under a webhook burst went
+    # there (docs/benchmarks.md).
     # django-stubs types the handler's answer as HttpResponseBase, which is the iterable of bytes WSGI asks for.
     django_app = WSGIMiddleware(django_wsgi, workers=settings.WEB_THREADS)  # type: ignore[arg-type]
 
