@@ -320,6 +320,8 @@ CELERY_BEAT_SCHEDULE = {
     "audit-checkpoint": {"task": "audit.checkpoint_all", "schedule": 600.0},
     "audit-retention": {"task": "audit.enforce_retention", "schedule": 3600.0},
     "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
+    # Recall's term counts: each write appends rows; this folds them (memories/services/term_counts.py).
+    "compact-term-counts": {"task": "memories.compact_term_counts", "schedule": 60.0},
     # The opt-in daily digest e-mail, once a day at CORTEX_DIGEST_HOUR (TIME_ZONE, UTC).
     "daily-digest": {
         "task": "memories.send_daily_digests",

@@ -22,6 +22,8 @@ from memories.retry import RETRY, RetryableJobError
 RETRYABLE = (OperationalError, InterfaceError, RetryableJobError)
 # Finished jobs deleted per run of purge_finished_jobs; a run that fills its batch enqueues the next.
 PURGE_BATCH = 500
+# Appended term-count rows folded per run of compact_term_counts (a full batch enqueues the next).
+COMPACT_BATCH = 20_000
 
 
 @shared_task(
@@ -100,6 +102,17 @@ def purge_finished_jobs(batch_size: int = PURGE_BATCH) -> int:
     if purge.more:
         transaction.on_commit(lambda: purge_finished_jobs.delay(batch_size))
     return purge.deleted
+
+
+@shared_task(name="memories.compact_term_counts", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
+def compact_term_counts(batch_size: int = COMPACT_BATCH) -> int:
+    """Fold one bounded batch of recall's appended term counts; when more remain, the next batch is a new task."""
+    from memories.services.term_counts import term_counts_compact
+
+    compaction = term_counts_compact(batch_size=batch_size)
+    if compaction.more:
+        transaction.on_commit(lambda: compact_term_counts.delay(batch_size))
+    return compaction.folded
 
 
 @shared_task(name="memories.finalise_redaction_holds", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)

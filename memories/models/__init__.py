@@ -6,8 +6,8 @@ from memories.models.memory import (
     EmbeddingSignature,
     Memory,
     MemoryChunk,
-    RecallTerm,
     SourceScopeRule,
+    TermCount,
 )
 from memories.models.oauth import OAuthGrant
 from memories.models.redactions import RedactionHold, RedactionRequest
@@ -43,12 +43,12 @@ __all__ = [
     "MemoryChunk",
     "OAuthGrant",
     "Organization",
-    "RecallTerm",
     "RedactionHold",
     "RedactionRequest",
     "Relation",
     "Scope",
     "ScopeGrant",
     "SourceScopeRule",
+    "TermCount",
     "User",
 ]

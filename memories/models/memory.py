@@ -174,20 +174,43 @@ class SourceScopeRule(models.Model):
         return f"{self.source} → {self.scope}"
 
 
-class RecallTerm(models.Model):
-    """One lexeme that occurs (or occurred) in some chunk of the organization: the vocabulary typo
-    tolerance corrects query words against. Maintained by a statement trigger on
-    memories_memorychunk (migration 0006_recall_vocabulary), so every write path keeps it in step.
+class TermCount(models.Model):
+    """How many active chunks of one cell — (organization, scope, clearance rank) — contain one
+    lexeme, as deltas: recall's term statistics, read under the reader's read rule by summing the
+    cells they may see (memories.retrieval.sql.term_document_frequencies). The empty lexeme counts
+    the cell's active chunks.
 
-    It only proposes corrections: recall keeps a correction only when it occurs in chunks the reader
-    may see (under their read rule), so a word from a hidden memory changes nothing for them. Words
-    whose chunks are gone stay (harmless for the same reason)."""
+    Written only by statement triggers on memories_memorychunk (migration 0021_term_counts), so
+    every path that writes chunks keeps the counts in step in its own transaction. Each writing
+    statement *appends* its changes (one row per cell and lexeme, negative when chunks leave):
+    appends never wait on another writer, so concurrent writes cannot deadlock on a shared
+    counter row. `compact_term_counts` (beat, every minute) folds each key's rows into one."""
 
-    organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
+    # No database constraints or indexes of their own: a write appends tens of rows, and a foreign-key
+    # check per row (or an index per column) would be most of that cost; the lookup index leads with
+    # the organization, and the ORM still deletes an organization's counts with it. A scope holds no
+    # chunks when it is deleted (they protect it), so its counts sum to nothing and compaction drops them.
+    organization = models.ForeignKey(
+        Organization, on_delete=models.CASCADE, related_name="+", db_constraint=False, db_index=False
+    )
+    scope_id = models.BigIntegerField()
+    clearance_rank = models.PositiveSmallIntegerField()
     lexeme = models.TextField()
+    chunks = models.IntegerField()
+    # False for a trigger's append until compaction folds it with the key's other rows.
+    compacted = models.BooleanField(default=False)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["organization", "lexeme"], name="recall_term_unique")]
+        indexes = [
+            # A reader's counts: the cells of one lexeme, read from the index alone.
+            models.Index(
+                fields=["organization", "lexeme", "scope_id", "clearance_rank"],
+                include=["chunks"],
+                name="term_count_lookup",
+            ),
+            # What compaction has still to fold.
+            models.Index(fields=["id"], condition=models.Q(compacted=False), name="term_count_pending"),
+        ]
 
     def __str__(self) -> str:
-        return self.lexeme
+        return f"{self.lexeme or '(chunks)'}: {self.chunks}"

@@ -8,7 +8,8 @@
   contains (in the body and in the title/tags), re-applying the filter (defence in depth), with
   what the ranking needs of each one's memory row and the chunk's vector.
 - `retrieve`: the three above as one statement (recall's candidates in one round trip).
-- `term_document_frequencies`, `typo_corrections`: term statistics under the reader's read rule.
+- `term_document_frequencies`, `typo_corrections`: term statistics under the reader's read rule (the
+  counts the chunk triggers keep in memories_termcount).
 """
 
 from __future__ import annotations
@@ -182,42 +183,56 @@ def lexical_hits(
         return [row[0] for row in cursor.fetchall()]
 
 
+# The cells of memories_termcount a reader may see (their read rule's organization, scopes, clearance).
+_VISIBLE_CELLS = "s.organization_id = %s AND s.scope_id = ANY(%s) AND s.clearance_rank <= %s"
+
+
+def _cells(rule: ChunkFilter) -> list[Any]:
+    return [rule.organization_id, list(rule.scope_ids), rule.clearance_rank]
+
+
 def term_document_frequencies(
     rule: ChunkFilter, terms: Sequence[str], cap: int, *, count_total: bool = True
 ) -> tuple[int | None, dict[str, int]]:
     """How many active chunks the reader may see (when `count_total`), and for each term -1 for a stop word, else how
-    many of those visible chunks contain it, counted up to `cap` (bounded cost). One round trip.
+    many of those visible chunks contain it, up to `cap`. One round trip.
 
     Counted under the read rule's organization, scopes and clearance only: a statistic that ranking
     uses must not move when someone writes what this reader cannot see (a score-level side channel).
+    Read from the counts the chunk triggers keep (memories_termcount: a few index rows per word); a
+    term that is several lexemes (a ticket id: "inc-2041", "inc", "2041") matches chunks holding all
+    of them, which per-lexeme counts cannot say, so its visible chunks are counted, up to `cap`.
     """
+    cells = _cells(rule)
     with content_read_connection().cursor() as cursor:
         cursor.execute(
-            """
+            f"""
+            WITH asked AS (
+                SELECT t.term, tsvector_to_array(to_tsvector('english', t.term)) AS lexemes
+                  FROM unnest(%s::text[]) AS t(term)
+            )
             SELECT NULL::text, CASE WHEN %s THEN (
-                       SELECT count(*) FROM memories_memorychunk AS c
-                        WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
-                          AND c.status = 'active'
+                       SELECT coalesce(sum(s.chunks), 0) FROM memories_termcount AS s
+                        WHERE {_VISIBLE_CELLS} AND s.lexeme = ''
                    ) END
             UNION ALL
-            SELECT t.term,
-                   CASE WHEN numnode(plainto_tsquery('english', t.term)) = 0 THEN -1 ELSE (
+            SELECT a.term, CASE
+                   WHEN cardinality(a.lexemes) = 0 THEN -1
+                   WHEN cardinality(a.lexemes) = 1 THEN (
+                       SELECT least(coalesce(sum(s.chunks), 0), %s) FROM memories_termcount AS s
+                        WHERE {_VISIBLE_CELLS} AND s.lexeme = a.lexemes[1]
+                   )
+                   ELSE (
                        SELECT count(*) FROM (
                            SELECT 1 FROM memories_memorychunk AS c
                             WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
-                              AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', t.term)
+                              AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', a.term)
                             LIMIT %s
                        ) AS matches
                    ) END
-              FROM unnest(%s::text[]) AS t(term)
-            """,
-            [
-                count_total,
-                *(rule.organization_id, list(rule.scope_ids), rule.clearance_rank),
-                *(rule.organization_id, list(rule.scope_ids), rule.clearance_rank),
-                cap,
-                list(terms),
-            ],
+              FROM asked AS a
+            """,  # noqa: S608 - fixed fragments; values are parameters
+            [list(terms), count_total, *cells, cap, *cells, *cells, cap],
         )
         rows = cursor.fetchall()
     total = int(rows[0][1]) if rows[0][1] is not None else None
@@ -385,40 +400,32 @@ def current_versions(memory_ids: Sequence[Any], max_hops: int = 20) -> dict[Any,
 
 def typo_corrections(rule: ChunkFilter, variants: Sequence[str], cap: int) -> tuple[dict[str, str], dict[str, int]]:
     """Typo candidates and their visible frequencies, in one round trip: spelling → lexeme for every
-    variant that stems to a lexeme of the organization's vocabulary (memories_recallterm, on its
-    unique index), and for one spelling per lexeme (the first in code-point order, as Python sorts)
-    how many chunks under the reader's read rule contain it, counted up to `cap` (-1 for a stop
-    word), as `term_document_frequencies` counts. The vocabulary spans the organization, so it only
-    proposes: the caller keeps spellings that occur in what the reader may see."""
+    variant that stems to a lexeme some chunk the reader may see contains, and for one spelling per
+    lexeme (the first in code-point order) how many of those visible chunks contain it, up to `cap`,
+    as `term_document_frequencies` counts — both from memories_termcount, under the reader's read
+    rule: a word only hidden memories hold proposes nothing."""
     if not variants:
         return {}, {}
     with content_read_connection().cursor() as cursor:
         cursor.execute(
-            """
-            WITH known AS MATERIALIZED (
-                SELECT v.spelling, r.lexeme
-                  FROM unnest(%s::text[]) AS v(spelling)
-                  JOIN memories_recallterm AS r
-                    ON r.organization_id = %s AND r.lexeme = (ts_lexize('english_stem', v.spelling))[1]
-            ), chosen AS MATERIALIZED (
-                SELECT min(k.spelling COLLATE "C") AS spelling FROM known AS k GROUP BY k.lexeme
+            f"""
+            WITH spelled AS MATERIALIZED (
+                SELECT v.spelling, (ts_lexize('english_stem', v.spelling))[1] AS lexeme FROM unnest(%s::text[]) AS v(spelling)
             )
-            SELECT k.spelling, k.lexeme, NULL::bigint FROM known AS k
-            UNION ALL
-            SELECT ch.spelling, NULL,
-                   CASE WHEN numnode(plainto_tsquery('english', ch.spelling)) = 0 THEN -1 ELSE (
-                       SELECT count(*) FROM (
-                           SELECT 1 FROM memories_memorychunk AS c
-                            WHERE c.organization_id = %s AND c.scope_id = ANY(%s) AND c.clearance_rank <= %s
-                              AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', ch.spelling)
-                            LIMIT %s
-                       ) AS matches
-                   ) END
-              FROM chosen AS ch
-            """,
-            [list(variants), rule.organization_id, rule.organization_id, list(rule.scope_ids), rule.clearance_rank, cap],
+            SELECT sp.spelling, sp.lexeme, least(counted.chunks, %s)
+              FROM spelled AS sp
+              JOIN (
+                  SELECT s.lexeme, sum(s.chunks) AS chunks FROM memories_termcount AS s
+                   WHERE {_VISIBLE_CELLS} AND s.lexeme IN (SELECT lexeme FROM spelled)
+                   GROUP BY s.lexeme HAVING sum(s.chunks) > 0
+              ) AS counted ON counted.lexeme = sp.lexeme
+            """,  # noqa: S608 - fixed fragments; values are parameters
+            [list(variants), cap, *_cells(rule)],
         )
         rows = cursor.fetchall()
-    known = {row[0]: row[1] for row in rows if row[2] is None}
-    visible = {row[0]: int(row[2]) for row in rows if row[2] is not None}
-    return known, visible
+    known = {spelling: lexeme for spelling, lexeme, _ in rows}
+    counts = {lexeme: int(chunks) for _, lexeme, chunks in rows}
+    first: dict[str, str] = {}
+    for spelling, lexeme in sorted(known.items()):
+        first.setdefault(lexeme, spelling)
+    return known, {spelling: counts[lexeme] for lexeme, spelling in first.items()}

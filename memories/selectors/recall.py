@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import re
 import threading
 import time
@@ -28,7 +27,6 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 
 from audit.services import record
@@ -123,14 +121,8 @@ def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
     return ids
 
 
-def _statistics_key(rule: sql.ChunkFilter) -> str:
-    """Cache key of the term statistics under one read rule (organization, readable scopes, clearance)."""
-    digest = hashlib.blake2b(",".join(map(str, sorted(rule.scope_ids))).encode(), digest_size=8).hexdigest()
-    return f"recall:stats:{rule.organization_id}:{rule.clearance_rank}:{digest}"
-
-
 def statistics_rule(principal: Principal) -> sql.ChunkFilter:
-    """The reader's whole read rule, not a query's narrowing (one cache entry per reader kind)."""
+    """The reader's whole read rule, not a query's narrowing: what the term statistics count under."""
     return sql.ChunkFilter(
         organization_id=principal.organization_id,
         scope_ids=sorted(principal.readable_scope_ids),
@@ -139,43 +131,34 @@ def statistics_rule(principal: Principal) -> sql.ChunkFilter:
     )
 
 
-def _term_weights(
-    rule: sql.ChunkFilter, terms: list[str], counted_already: dict[str, int] | None = None
-) -> tuple[list[str], list[float], list[bool], list[int]]:
-    """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see.
+def _term_statistics(rule: sql.ChunkFilter, terms: list[str]) -> tuple[int, dict[str, int]]:
+    """How many chunks the reader may see, and each term's document frequency among them (-1 for a
+    stop word, at most DF_CAP).
 
     `rule` is the reader's read rule (every readable scope, their clearance): the statistics never
-    count what this reader cannot see, so nobody's hidden writes move their scores. Also says which
-    terms are common (see COMMON_SHARE): those do not select lexical candidates on their own (see
-    sql.lexical_hits); and returns each kept term's document frequency. `counted_already` holds
-    frequencies just counted under the same rule (typo corrections): a term missing from the cache
-    takes its count from there instead of from another query.
+    count what this reader cannot see, so nobody's hidden writes move their scores. They are exact
+    and current: kept at write time (memories_termcount), not cached.
     """
-    prefix = _statistics_key(rule)
-    total_key = f"{prefix}:chunks"
-    keys = {term: f"{prefix}:df:{term.lower()[:100]}" for term in terms}
-    cached = cache.get_many([total_key, *keys.values()])  # one round trip, not one per term
-    total = cached.get(total_key)
-    missing = [term for term in terms if cached.get(keys[term]) is None]
-    counted: dict[str, int] = {}
-    if counted_already:
-        counted = {term: counted_already[term] for term in missing if term in counted_already}
-        missing = [term for term in missing if term not in counted]
-    if missing or total is None:
-        counted_total, fresh = sql.term_document_frequencies(rule, missing, DF_CAP, count_total=total is None)
-        counted.update(fresh)
-        if total is None:
-            total = max(1, counted_total or 0)
-            cache.set(total_key, total, 300)
+    total, frequencies = sql.term_document_frequencies(rule, terms, DF_CAP)
+    return max(1, total or 0), frequencies
+
+
+def _term_weights(
+    terms: list[str], total: int, frequencies: dict[str, int]
+) -> tuple[list[str], list[float], list[bool], list[int]]:
+    """Drop stop words; weight each remaining term by its rarity among the chunks the reader may see
+    (`total` and `frequencies`, from _term_statistics or typo correction).
+
+    Also says which terms are common (see COMMON_SHARE): those do not select lexical candidates on
+    their own (see sql.lexical_hits); and returns each kept term's document frequency.
+    """
     common_from = min(DF_CAP, max(COMMON_FLOOR, int(total * COMMON_SHARE)))
     kept: list[str] = []
     weights: list[float] = []
     common: list[bool] = []
-    frequencies: list[int] = []
+    kept_frequencies: list[int] = []
     for term in terms:
-        df = cached.get(keys[term])
-        if df is None:
-            df = counted[term]
+        df = frequencies[term]
         if df < 0:
             continue
         weight = idf(df, max(total, df))
@@ -184,20 +167,18 @@ def _term_weights(
         kept.append(term)
         weights.append(weight)
         common.append(df >= common_from)
-        frequencies.append(df)
-    if counted:
-        cache.set_many({keys[term]: df for term, df in counted.items()}, 600)
-    return kept, weights, common, frequencies
+        kept_frequencies.append(df)
+    return kept, weights, common, kept_frequencies
 
 
 def _correct_typos(rule: sql.ChunkFilter, terms: list[str], frequencies: list[int]) -> tuple[list[str], dict[str, int]]:
     """Short keyword queries: a word of at least 5 letters that no visible chunk contains is replaced by
     the spelling one edit away that occurs in the most visible chunks ("discont" → discount,
-    "parkng" → parking), looked up in the organization's vocabulary.
+    "parkng" → parking), looked up among the words of the chunks the reader may see.
 
-    Words that do occur are never touched, so exact matches keep winning; and a correction counts
-    only when it occurs in what the reader may see (the vocabulary spans the organization). Also
-    returns the visible frequencies counted on the way (for _term_weights).
+    Words that do occur are never touched, so exact matches keep winning; and a word only hidden
+    memories hold is never proposed. Also returns the frequencies of the corrected terms (for
+    _term_weights).
     """
     if not terms or len(terms) > TYPO_MAX_TERMS:
         return terms, {}
@@ -484,10 +465,12 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
         mark = now
 
     rule = statistics_rule(principal)
-    terms, weights, common, frequencies = _term_weights(rule, query_terms(text))
+    terms = query_terms(text)
+    total, counted = _term_statistics(rule, terms)
+    terms, weights, common, frequencies = _term_weights(terms, total, counted)
     corrected, counted = _correct_typos(rule, terms, frequencies)
     if corrected != terms:
-        terms, weights, common, frequencies = _term_weights(rule, corrected, counted)
+        terms, weights, common, frequencies = _term_weights(corrected, total, counted)
     lap("terms")
     # Dense and lexical candidates, scored, in one statement. Chunks of one memory (and earlier
     # versions) crowd each other out of the dense ones; widen until `limit` current memories or

@@ -96,7 +96,8 @@ def test_recall_marks_frequent_terms_common_and_still_finds_the_answer(
         store(reader, f"Routine update number {n} about the office plants.")
     answer = store(reader, "Update: the VPN moved to Tailscale; install the new client.", title="VPN update")
 
-    terms, _weights, common, _frequencies = recall_module._term_weights(recall_module.statistics_rule(reader), ["update", "vpn"])
+    statistics = recall_module._term_statistics(recall_module.statistics_rule(reader), ["update", "vpn"])
+    terms, _weights, common, _frequencies = recall_module._term_weights(["update", "vpn"], *statistics)
     hits = recall(reader, RecallQuery("vpn update", limit=3), audit=False).hits
 
     assert dict(zip(terms, common, strict=True)) == {"update": True, "vpn": False}
