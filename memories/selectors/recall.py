@@ -140,7 +140,7 @@ def _term_statistics(rule: sql.ChunkFilter, terms: list[str]) -> tuple[int, dict
     and current: kept at write time (memories_termcount), not cached.
     """
     total, frequencies = sql.term_document_frequencies(rule, terms, DF_CAP)
-    return max(1, total or 0), frequencies
+    return max(1, total), frequencies
 
 
 def _term_weights(

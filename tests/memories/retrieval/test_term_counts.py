@@ -20,8 +20,10 @@ from memories.selectors.recall import statistics_rule
 from memories.services.memories import memory_delete, memory_patch, memory_redact, memory_supersede
 from memories.services.term_counts import term_counts_compact
 
-# Plain words, a stemmed one, a stop word, a word no chunk holds and a ticket id (several lexemes).
-WORDS = ["discount", "partners", "parking", "garage", "retention", "quokka", "the", "INC-2041"]
+# Plain words, a stemmed one, a stop word, a word no chunk holds, ticket ids (several lexemes) and
+# hyphenated words (a whole-word lexeme and its parts).
+WORDS = ["discount", "partners", "parking", "garage", "retention", "quokka", "the", "INC-2041", "DA-3661"]
+WORDS += ["on-call", "follow-up", "e-bike", "v2-beta", "call"]
 UNCAPPED = 10**6
 
 
@@ -70,6 +72,9 @@ def test_every_chunk_write_keeps_each_readers_counts_exact(acme: dict[str, Any],
         clearance_min="Manager",
     )
     remember(acme["exec"], "Parking permits are renewed each January.", scope="handbook")
+    remember(acme["exec"], "On-calls rotate weekly; ring the e-bike desk for a follow-up (DA-3661).", scope="engineering")
+    remember(acme["exec"], "Call DA about the v2-beta bike and its follow-ups.", scope="engineering")
+    remember(acme["exec"], "The e-bikes are parked where on-call staff wait.", scope="handbook")
     remember(outsider, "Globex parking and a quokka.", title="Parking")
     _assert_counts_match(readers)
 
