@@ -50,7 +50,8 @@ FILTER_PARAMETERS = [
     OpenApiParameter("target", str, required=False, description="type:id (memory:…), a type, or an id"),
     OpenApiParameter("since", ISO_MOMENT, required=False, description="ISO date or date-time, inclusive"),
     OpenApiParameter("until", ISO_MOMENT, required=False, description="ISO date or date-time, exclusive"),
-    OpenApiParameter("outcome", str, required=False, enum=AuditEvent.Outcome.values),
+    # Blank is "any outcome", as for the other filters (the audit page's form sends every field).
+    OpenApiParameter("outcome", str, required=False, enum=[*AuditEvent.Outcome.values, ""], description="blank: any"),
 ]
 ERRORS = error_responses(
     (400, "INVALID_DATE, INVALID_OUTCOME, INVALID_FORMAT, INVALID_LIMIT or INVALID_CURSOR"),
