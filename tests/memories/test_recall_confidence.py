@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from support import principal, remember, signed_in
 
 from memories.retrieval import scoring
@@ -90,7 +89,6 @@ def test_what_only_a_hidden_memory_matches_is_not_confident_for_the_reader(acme:
         scope="engineering",
         clearance_min="Executive",
     )
-    cache.clear()
     contractor = recall(principal(acme["contractor"]), RecallQuery("Globex acquisition"), audit=False)
     assert secret not in [h.memory for h in contractor.hits]
     assert not contractor.confident
@@ -152,7 +150,6 @@ def test_a_rare_word_another_memory_holds_does_not_lower_the_answers_match(acme:
     # "fridays" is in one visible chunk, the canteen note's: ranking treats it as selective (a twin that
     # lacks it loses strength), but the absolute match of the deploy-freeze note does not pay for it...
     canteen = remember(acme["exec"], "The canteen closes early on fridays.", title="Canteen", scope="engineering")
-    cache.clear()
     reader = principal(acme["employee"])
     hits = recall(reader, RecallQuery("deploy freeze fridays"), audit=False).hits
     assert [h.memory for h in hits[:2]] == [notes["Deploy freeze"], canteen]
@@ -190,7 +187,6 @@ def test_a_paraphrase_sharing_few_words_with_its_answer_is_confident(acme: dict[
     # "dropping" is in this note only: a rare word the answer lacks.
     remember(author, "The plant in reception is dropping its leaves; please water it.", title="Plants", scope="engineering")
     remember(author, "Quarterly planning starts next week; bring your roadmap drafts.", title="Planning", scope="engineering")
-    cache.clear()
     reader = principal(acme["employee"])
     result = recall(reader, RecallQuery("why does my remote connection keep dropping?"), audit=False)
     assert result.hits[0].memory == vpn

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.core.cache import cache
 from support import principal, remember
 
 from memories.models import TermCount
@@ -15,7 +14,6 @@ from memories.selectors.recall import RecallQuery, recall
 
 
 def _titles(member: Any, query: str) -> list[str]:
-    cache.clear()
     return [h.memory.title for h in recall(principal(member), RecallQuery(query, limit=5), audit=False).hits]
 
 
