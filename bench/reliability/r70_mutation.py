@@ -14,7 +14,10 @@ the subset on the unmutated copy (it must pass), `cosmic-ray init`, the operator
 below, then `cosmic-ray exec` until the target is done or the time budget is spent. Sessions
 (`$CORTEX_MUTATION_HOME`, default /tmp/cortex-mutation) are kept, so a later run resumes where the
 budget stopped the last one; cosmic-ray runs pending mutants in random order, so a partial target is
-a random sample of its mutants, and the report says how many ran.
+a random sample of its mutants, and the report says how many ran. Sessions are scratch space and go
+with the machine: what each pass found (every target's tally and survivors, the named mutants' results,
+the passes' log) is written to `bench/reliability/mutation_record.json`, committed, and a target with no
+session here is reported from its record.
 
 Operators left out (they would multiply the count without testing anything our code does):
 replacements *to* bit, shift, floor-division, modulo and power operators, `is`/`is not`
@@ -53,6 +56,10 @@ from report import write_section  # noqa: E402
 PYTHON = sys.executable
 COSMIC_RAY = str(Path(PYTHON).with_name("cosmic-ray"))
 HOME = Path(os.environ.get("CORTEX_MUTATION_HOME") or Path(tempfile.gettempdir()) / "cortex-mutation").resolve()
+# What every pass found, kept in the repository: cosmic-ray's sessions live under HOME (scratch space, lost with
+# the machine), so each target's tally, its survivors, the named mutants' results and the passes' log are written
+# here after each pass, and a target without a session on this machine is reported from its last record.
+RECORD = ROOT / "bench" / "reliability" / "mutation_record.json"
 PYTEST = f"{PYTHON} -m pytest -x -q -p no:cacheprovider"
 EXCLUDED_OPERATORS = [
     r"core/ReplaceBinaryOperator_\w+_(BitOr|BitAnd|BitXor|LShift|RShift|FloorDiv|Mod|Pow)$",
@@ -1231,12 +1238,21 @@ NAMED_MUTANTS += [
 ]
 
 
+def load_record() -> dict[str, Any]:
+    record = json.loads(RECORD.read_text()) if RECORD.exists() else {}
+    return {"targets": {}, "passes": [], "named": None, **record}
+
+
+def save_record(record: dict[str, Any]) -> None:
+    RECORD.write_text(json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+
+
 def killed_since(module: str, operator: str, source: str) -> str:
-    """Why a survivor is no longer one: a named mutant re-making it was killed (see named.json)."""
-    named_file = HOME / "named.json"
-    if not named_file.exists():
+    """Why a survivor is no longer one: a named mutant re-making it was killed (the record's named results)."""
+    named = load_record()["named"]
+    if not named:
         return ""
-    killed = {r["name"] for r in json.loads(named_file.read_text())["results"] if r["killed"]}
+    killed = {r["name"] for r in named["results"] if r["killed"]}
     for mutant in NAMED_MUTANTS:
         if mutant.survivor is None or mutant.name not in killed:
             continue
@@ -1394,16 +1410,46 @@ def tally(session: Path, work: Path, target: Target, outcome: Outcome) -> None:
                     "operator": mutation.operator_name.removeprefix("core/"),
                     "source": text,
                     "diff": result.diff or "",
-                    "why": ANNOTATION_REASON
-                    if in_annotation(annotations, tuple(mutation.start_pos))
-                    else explanation(target.module, mutation.operator_name, text, result.diff or "")
-                    or killed_since(target.module, mutation.operator_name, text),
+                    "annotation": in_annotation(annotations, tuple(mutation.start_pos)),
                 }
             )
         else:
             outcome.killed += 1
             if result.output == "timeout":
                 outcome.timeouts += 1
+    judge(outcome)
+
+
+def judge(outcome: Outcome) -> None:
+    """Why each survivor is one: equivalent (an annotation, EXPLAINED), killed since by a named mutant, or not known."""
+    module = outcome.target.module
+    for s in outcome.survivors:
+        operator = "core/" + s["operator"]
+        s["why"] = (
+            ANNOTATION_REASON
+            if s["annotation"]
+            else explanation(module, operator, s["source"], s["diff"]) or killed_since(module, operator, s["source"])
+        )
+
+
+# A session's tally is cumulative over its passes, so the time of one pass is not recorded with it.
+_RECORDED = ("generated", "filtered", "ran", "killed", "timeouts", "incompetent")
+
+
+def recorded(outcome: Outcome, at: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {key: getattr(outcome, key) for key in _RECORDED}
+    entry["at"] = at
+    kept = ("line", "operator", "source", "diff", "annotation")
+    entry["survivors"] = [{key: s[key] for key in kept} for s in outcome.survivors]
+    return entry
+
+
+def from_record(target: Target, entry: dict[str, Any]) -> Outcome:
+    outcome = Outcome(target, **{key: entry[key] for key in _RECORDED})
+    outcome.survivors = [dict(s) for s in entry["survivors"]]
+    outcome.note = f"as recorded {entry['at']} (no session of it on this machine)"
+    judge(outcome)
+    return outcome
 
 
 def slug_of(target: Target) -> str:
@@ -1509,9 +1555,8 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
         "",
         summary,
     ]
-    named_file = HOME / "named.json"
-    if named_file.exists():
-        named = json.loads(named_file.read_text())
+    named = load_record()["named"]
+    if named:
         lines += [
             "",
             f"### Named mutants, made by hand ({named['at']})",
@@ -1525,7 +1570,7 @@ def render(outcomes: list[Outcome], summary: str, skipped: list[str]) -> str:
             *(f"| {r['name']} | {'killed' if r['killed'] else '**survived**'} | {r['tests']} |" for r in named["results"]),
         ]
     if skipped:
-        lines += ["", "Targets not run on this machine: " + ", ".join(skipped) + "."]
+        lines += ["", "Targets never run (no session here, nothing recorded): " + ", ".join(skipped) + "."]
     notes = [f"- {o.target.name}: {o.note}" for o in outcomes if o.note]
     if notes:
         lines += ["", *notes]
@@ -1561,13 +1606,15 @@ def main(argv: list[str] | None = None) -> int:
     targets = TARGETS
     if args.only:
         targets = [t for t in TARGETS if any(part.lower() in t.name.lower() for part in args.only)]
-    skipped = [t.name for t in TARGETS if t not in targets]
     HOME.mkdir(parents=True, exist_ok=True)
     # A copy of its own per pass: passes over different targets may run side by side (sessions are per target).
     work = HOME / f"tree-{os.getpid()}"
     copy_tree(work)
     if args.report_only:
-        return report_sessions(work, args.no_report)
+        try:
+            return report(work, {}, None, args.no_report)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
     home = Path(tempfile.mkdtemp(prefix="cortex-mutation-home-"))
     deadline = time.monotonic() + args.budget_minutes * 60
     outcomes: list[Outcome] = []
@@ -1597,8 +1644,9 @@ def main(argv: list[str] | None = None) -> int:
             if not where.startswith(str(work)):
                 raise SystemExit(f"the tests would import {where}, not the copy in {work}")
             if args.named:
-                named = run_named(work, env)
-                (HOME / "named.json").write_text(json.dumps({"at": f"{began:%Y-%m-%d %H:%M} UTC", "results": named}))
+                record = load_record()
+                record["named"] = {"at": f"{began:%Y-%m-%d %H:%M} UTC", "results": run_named(work, env)}
+                save_record(record)
                 targets = []
             for target in targets:
                 outcome = run_target(target, work, env, fresh=args.fresh, retest=args.retest_survivors, deadline=deadline)
@@ -1607,40 +1655,42 @@ def main(argv: list[str] | None = None) -> int:
                     f"{target.name}: {outcome.ran}/{outcome.generated - outcome.filtered} run, {outcome.killed} killed, "
                     f"{len(outcome.survivors)} survived"
                 )
+        ran = ", ".join(f"{o.target.name} {o.ran}" for o in outcomes)
+        summary = (
+            f"{began:%Y-%m-%d %H:%M} UTC, {args.budget_minutes:.0f} min budget"
+            f"{', survivors re-run' if args.retest_survivors else ''}: mutants run per target (cumulative): {ran}"
+        )
+        return report(work, {o.target.name: o for o in outcomes}, summary, args.no_report)
     finally:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(work, ignore_errors=True)
-    with (HOME / "passes.log").open("a") as log:
-        ran = ", ".join(f"{o.target.name} {o.ran}" for o in outcomes)
-        log.write(
-            f"{began:%Y-%m-%d %H:%M} UTC, {args.budget_minutes:.0f} min budget"
-            f"{', survivors re-run' if args.retest_survivors else ''}: mutants run per target (cumulative): {ran}\n"
-        )
-    body = render(outcomes, f"Time budget of this pass: {args.budget_minutes:.0f} min.", skipped)
-    print(body)
-    if not args.no_report:
-        write_section("mutation", "Mutation testing (the suite's own strength)", body)
-    return 0
 
 
-def report_sessions(work: Path, no_report: bool) -> int:
-    """Tally every target's session as it stands, and list the passes that filled them."""
+def report(work: Path, ran_now: dict[str, Outcome], new_pass: str | None, no_report: bool) -> int:
+    """Every target as it stands — run in this pass, in a session on this machine, or as last recorded — with the
+    passes that produced the figures; the record is brought up to date with this machine's sessions."""
+    record = load_record()
+    at = f"{datetime.now(tz=UTC):%Y-%m-%d %H:%M} UTC"
     outcomes, skipped = [], []
-    try:
-        for target in TARGETS:
-            session = HOME / f"{slug_of(target)}.sqlite"
-            if not session.exists():
-                skipped.append(target.name)
-                continue
-            outcome = Outcome(target)
-            tally(session, work, target, outcome)
-            outcomes.append(outcome)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    log = HOME / "passes.log"
-    passes = log.read_text().strip().splitlines() if log.exists() else []
+    for target in TARGETS:
+        session = HOME / f"{slug_of(target)}.sqlite"
+        if target.name in ran_now or session.exists():
+            outcome = ran_now.get(target.name) or Outcome(target)
+            if target.name not in ran_now:
+                tally(session, work, target, outcome)
+            if session.exists():
+                record["targets"][slug_of(target)] = recorded(outcome, at)
+        elif slug_of(target) in record["targets"]:
+            outcome = from_record(target, record["targets"][slug_of(target)])
+        else:
+            skipped.append(target.name)
+            continue
+        outcomes.append(outcome)
+    if new_pass:
+        record["passes"].append(new_pass)
+    save_record(record)
     summary = "Passes that produced these figures (sessions accumulate; each ran pending mutants in random order):\n\n" + (
-        "\n".join(f"- {line}" for line in passes) or "- none logged"
+        "\n".join(f"- {line}" for line in record["passes"]) or "- none logged"
     )
     body = render(outcomes, summary, skipped)
     print(body)
