@@ -66,6 +66,9 @@ def test_scope_access_matrix(
     want_read, want_write = expected(visibility, members_can_write, grant, token)
     assert principal.can_read_scope(target) is want_read
     assert principal.can_write_scope(target) is want_write
+    # The rule the owner's audit log records for a hidden scope: the token's narrowing only where the membership reads it.
+    membership_reads = expected(visibility, members_can_write, grant, "session")[0]
+    assert principal.scope_denial_rule(target.pk) == (None if want_read else "token_narrowing" if membership_reads else "scope")
 
     if token != "session":
         listed = {row["slug"]: row["can_write"] for row in client.get("/api/scopes").json()["results"]}
@@ -86,6 +89,7 @@ def test_scopes_of_another_organization_are_never_readable_or_writable(
     principal = Principal(member)
     assert not principal.can_read_scope(foreign)
     assert not principal.can_write_scope(foreign)
+    assert principal.scope_denial_rule(foreign.pk) == "scope"
     assert not principal.can_read_scope(Scope.objects.get(organization=other, slug="public-docs"))
     listed = [row["slug"] for row in api(member).get("/api/scopes").json()["results"]]
     assert listed == ["public-docs"]
@@ -165,3 +169,149 @@ def test_a_version_no_longer_active_is_readable_as_history_only(make_org: Any, m
     for memory in (old, gone):
         assert not principal.can_read_memory(memory)
         assert principal.can_read_memory(memory, history=True)
+
+
+@pytest.mark.django_db
+def test_the_denial_rule_of_a_memory_is_the_first_rule_that_hides_it(acme: dict[str, Any], outsider: Membership) -> None:
+    # What the owner's audit log records for a hidden memory (its 404 says nothing): each rule in the order
+    # can_read_memory checks them, and none for what the reader may open, history included.
+    from support import principal, remember
+
+    from memories.services.memories import memory_supersede
+
+    manager_note = remember(acme["manager"], "Quarterly quota is 40 units.", scope="engineering", clearance_min="Manager")
+    sales_note = remember(acme["manager"], "Discount ceiling is 12%.", scope="sales", clearance_min="Employee")
+    shared = remember(acme["manager"], "Standups are at 9:30.", scope="engineering", clearance_min="Contractor")
+    foreign = remember(outsider, "Globex plans.", scope="public-docs")
+    # A Contractor with write access proposes a revision of the Manager's memory: it is read by its proposer and
+    # by those who may accept it, not by an Employee of the scope.
+    lower = acme["contractor"]
+    from memories.services import tenancy
+
+    tenancy.grant_set(membership=lower, scope=shared.scope, can_write=True)
+    proposal = memory_supersede(principal=principal(lower), memory_id=shared.pk, changes={"content": "Standups are at 10."})
+    assert proposal.memory.status == "proposed"
+    older = remember(acme["employee"], "Deploys on Tuesdays.", scope="engineering")
+    memory_supersede(principal=principal(acme["employee"]), memory_id=older.pk, changes={"content": "Deploys on Fridays."})
+    older.refresh_from_db()
+
+    employee = principal(acme["employee"])
+    assert employee.memory_denial_rule(foreign) == "organization"
+    assert employee.memory_denial_rule(sales_note) == "scope"
+    assert employee.memory_denial_rule(manager_note) == "clearance"
+    assert employee.memory_denial_rule(proposal.memory) == "proposal"
+    assert employee.memory_denial_rule(shared) is None
+    assert older.status == "superseded" and employee.memory_denial_rule(older) is None
+    # The read rule itself agrees, each rule on its own (the querysets filter first, so only this asks it alone).
+    for hidden in (foreign, sales_note, manager_note, proposal.memory):
+        assert not employee.can_read_memory(hidden) and not employee.can_read_memory(hidden, history=True)
+    # The proposer and the author's rung read the proposal; the outsider's rule is the organization whatever else.
+    assert principal(lower).memory_denial_rule(proposal.memory) is None
+    assert principal(acme["manager"]).memory_denial_rule(proposal.memory) is None
+    assert principal(outsider).memory_denial_rule(proposal.memory) == "organization"
+
+
+@pytest.mark.django_db
+def test_a_principal_says_who_acts_and_how(acme: dict[str, Any]) -> None:
+    # What logs and shells show for a principal: the member, the token it came with, or the connector it acts as.
+    from connectors.models import Connector
+
+    member = acme["employee"]
+    assert repr(Principal(member)) == f"<Principal {member.user.email} @ acme>"
+    connector = Connector(organization=acme["org"], kind="github", name="Platform repos", installed_by=member)
+    assert (
+        repr(Principal.as_connector(connector)) == f"<Principal {member.user.email} @ acme as github connector 'Platform repos'>"
+    )
+
+
+@pytest.mark.django_db
+def test_the_organization_is_checked_on_its_own_not_only_through_the_scope(
+    make_org: Any, make_member: Any, make_scope: Any
+) -> None:
+    # A scope belongs to one organization, so a stored memory can never pair a foreign organization with a scope
+    # this principal reads; the tenancy test must hold without that, whichever organization's id is the larger.
+    from memories.models import Memory
+
+    before, home, after = make_org(), make_org(), make_org()
+    make_scope(home, "engineering", visibility=Scope.Visibility.ALL_MEMBERS)
+    reader = Principal(make_member(home, "Executive"))
+    scope = Scope.objects.get(organization=home, slug="engineering")
+    for foreign in (before, after):
+        memory = Memory(organization_id=foreign.pk, scope_id=scope.pk, clearance_rank=0, status="active")
+        assert not reader.can_read_memory(memory) and not reader.can_read_memory(memory, history=True)
+        assert reader.memory_denial_rule(memory) == "organization"
+        # The same for a scope: one with the id of a scope it reads, claimed by another organization.
+        claimed = Scope(pk=scope.pk, organization_id=foreign.pk, visibility=Scope.Visibility.ALL_MEMBERS)
+        assert not reader.can_read_scope(claimed) and not reader.can_write_scope(claimed)
+    assert reader.can_read_memory(Memory(organization_id=home.pk, scope_id=scope.pk, clearance_rank=0, status="active"))
+    assert reader.can_read_scope(scope) and reader.can_write_scope(scope)
+
+
+@pytest.mark.django_db
+def test_lists_read_a_memory_only_within_its_validity_window(make_org: Any, make_member: Any, make_scope: Any) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memories.models import Memory
+
+    org = make_org()
+    scope = make_scope(org, "engineering", visibility=Scope.Visibility.ALL_MEMBERS)
+    reader = Principal(make_member(org, "Employee"))
+    now = timezone.now()
+
+    def memory(valid_from: Any, valid_until: Any) -> Memory:
+        return Memory(
+            organization_id=org.pk,
+            scope_id=scope.pk,
+            clearance_rank=0,
+            status="active",
+            valid_from=valid_from,
+            valid_until=valid_until,
+        )
+
+    lapsed, lasting, open_ended = (
+        memory(now - timedelta(days=9), now - timedelta(days=1)),
+        memory(now, now + timedelta(days=1)),
+        memory(now, None),
+    )
+    assert not reader.can_read_memory(lapsed) and reader.can_read_memory(lapsed, history=True)
+    assert reader.can_read_memory(lasting) and reader.can_read_memory(open_ended)
+    # As of a moment: valid from it, and not yet lapsed at it.
+    assert reader.can_read_memory(lapsed, as_of=now - timedelta(days=2))
+    assert not reader.can_read_memory(lasting, as_of=now - timedelta(hours=1))
+    assert not reader.can_read_memory(lasting, as_of=now + timedelta(days=2))
+
+
+@pytest.mark.django_db
+def test_a_hidden_object_of_another_organization_is_always_denied_by_the_organization(make_org: Any, make_member: Any) -> None:
+    from memories.access import hidden
+    from memories.models import Memory
+
+    before, home, after = make_org(), make_org(), make_org()
+    reader = Principal(make_member(home, "Executive"))
+    for foreign in (before, after):
+        denial = hidden(reader, "memory", Memory(organization_id=foreign.pk), "scope")
+        assert denial is not None and (denial.rule, denial.organization_id) == ("organization", foreign.pk)
+        assert hidden(reader, "memory", Memory(organization_id=foreign.pk), None).rule == "organization"
+    own = Memory(organization_id=home.pk)
+    assert hidden(reader, "memory", own, None) is None and hidden(reader, "memory", None, "scope") is None
+    denial = hidden(reader, "memory", own, "clearance")
+    assert (denial.rule, denial.target_id, denial.target_type) == ("clearance", str(own.pk), "memory")
+
+
+@pytest.mark.django_db
+def test_a_connector_acts_on_what_connectors_wrote_in_its_own_organization_only(acme: dict[str, Any], make_org: Any) -> None:
+    from connectors.models import Connector
+    from memories.models import Memory
+
+    before, after = make_org(), make_org()
+    member = acme["employee"]
+    connector = Principal.as_connector(Connector(organization=acme["org"], kind="slack", name="Slack", installed_by=member))
+    org = acme["org"].pk
+    assert connector.wrote_as_connector(Memory(organization_id=org, source="Slack"))
+    assert connector.wrote_as_connector(Memory(organization_id=org, source=" google drive "))
+    assert not connector.wrote_as_connector(Memory(organization_id=org, source="Manual"))
+    for foreign in (before, after):
+        assert not connector.wrote_as_connector(Memory(organization_id=foreign.pk, source="Slack"))
+    assert not Principal(member).wrote_as_connector(Memory(organization_id=org, source="Slack"))

@@ -87,6 +87,51 @@ def test_a_restored_memory_gets_its_post_write_work_again(
     # Its chunks are new: conflicts and entities must run over them again, as after any write.
     memory = remember(acme["employee"], SECRET, scope="engineering", tags=["staging"])
     api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "maybe wrong"})
+    with django_capture_on_commit_callbacks(execute=False):
+        assert api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore").status_code == 200
+    # Pending until its work has run: were the broker down now, the sweep would still find it.
+    assert Memory.objects.get(pk=memory.pk).post_write_pending is True
+    api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "maybe wrong"})
     with django_capture_on_commit_callbacks(execute=True):
         assert api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore").status_code == 200
     assert Memory.objects.get(pk=memory.pk).post_write_pending is False  # the (eager) worker ran it
+
+
+def test_a_batch_of_expired_holds_says_whether_more_remain(acme: dict[str, Any]) -> None:
+    from memories.services.memories import redaction_holds_finalise
+
+    memories = [remember(acme["employee"], f"Secret number {i}: {i * 7919}.", scope="engineering") for i in range(3)]
+    for memory in memories:
+        memory_redact(principal=principal(acme["employee"]), memory_id=memory.pk, reason="old")
+    RedactionHold.objects.update(held_until=timezone.now() - timedelta(hours=1))
+    assert redaction_holds_finalise(batch_size=2) == (2, True)
+    assert redaction_holds_finalise(batch_size=1) == (1, False)  # exactly a batch was left: nothing more
+    assert redaction_holds_finalise(batch_size=1) == (0, False)
+    assert not RedactionHold.objects.exists()
+    finals = AuditEvent.objects.filter(action="memory.redaction_final")
+    assert sorted(e.target_id for e in finals) == sorted(str(m.pk) for m in memories)
+    assert all(e.details == {"hold_expired": True} and e.actor_label == "redaction hold" for e in finals)
+
+
+def test_a_version_restored_as_superseded_stays_superseded_with_nothing_pending(
+    acme: dict[str, Any], api: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    client = api(acme["employee"])
+    old = remember(acme["employee"], SECRET, scope="engineering")
+    client.post(f"/api/memories/{old.pk}/supersede", {"content": "The staging database password is in the vault."})
+    assert client.post(f"/api/memories/{old.pk}/redact", {"reason": "a password"}).status_code == 200
+    with django_capture_on_commit_callbacks(execute=True):
+        restored = api(acme["exec"]).post(f"/api/memories/{old.pk}/restore")
+    assert restored.status_code == 200 and restored.json()["status"] == "superseded"
+    memory = Memory.objects.get(pk=old.pk)
+    assert memory.content == SECRET and memory.post_write_pending is False
+    assert not MemoryChunk.objects.filter(memory=memory, status="active").exists()
+
+
+def test_with_no_hold_days_every_redaction_is_final_at_once(acme: dict[str, Any], api: Any, settings: Any) -> None:
+    settings.CORTEX_REDACTION_HOLD_DAYS = 0
+    memory = remember(acme["employee"], SECRET, scope="engineering")
+    done = api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "a live password"})
+    assert done.status_code == 200 and done.json()["redaction"]["held_until"] is None
+    assert not RedactionHold.objects.exists()
+    assert_envelope(api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore"), 409, "REDACTION_FINAL")

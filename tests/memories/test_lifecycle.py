@@ -260,3 +260,125 @@ def test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_
     assert Memory.objects.get(pk=loser["id"]).status == "active"
     memory_supersede_with_existing(loser_id=loser["id"], winner_id=winner["id"], actor=Actor.system(), reason="test")
     assert Memory.objects.get(pk=loser["id"]).superseded_by_id == Memory.objects.get(pk=winner["id"]).pk
+
+
+# -- accepting a proposed revision -----------------------------------------------------------------
+@pytest.mark.django_db
+def test_only_a_memory_still_proposed_is_activated(acme: dict[str, Any]) -> None:
+    # The step that makes an accepted revision active: once, and never for a memory that is not a proposal.
+    from support import principal, remember
+
+    from audit.services import Actor
+    from cortex_site.errors import Conflict
+    from memories.services import tenancy
+    from memories.services.memories import memory_supersede
+    from memories.services.memories.lifecycle import memory_activate_proposal
+
+    original = remember(acme["manager"], "Standups are at 9:30.", scope="engineering", clearance_min="Contractor")
+    tenancy.grant_set(membership=acme["contractor"], scope=original.scope, can_write=True)
+    proposal = memory_supersede(
+        principal=principal(acme["contractor"]), memory_id=original.pk, changes={"content": "Standups are at 10."}
+    ).memory
+    assert proposal.status == "proposed"
+    actor = principal(acme["manager"]).actor
+    memory_activate_proposal(memory_id=proposal.pk, actor=actor, reason="agreed")
+    proposal.refresh_from_db()
+    assert proposal.status == "active"
+    assert set(MemoryChunk.objects.filter(memory=proposal).values_list("status", flat=True)) == {"active"}
+    assert AuditEvent.objects.filter(action="memory.accept_revision", target_id=str(proposal.pk)).count() == 1
+    for memory_id in (proposal.pk, original.pk):  # accepted already; never a proposal
+        with pytest.raises(Conflict) as refused:
+            memory_activate_proposal(memory_id=memory_id, actor=Actor.system("test"), reason="again")
+        assert refused.value.error_code == "MEMORY_NOT_PROPOSED"
+    assert AuditEvent.objects.filter(action="memory.accept_revision").count() == 1
+
+
+@pytest.mark.django_db
+def test_only_an_active_memory_is_superseded(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    first = _remember(client, content="Deploys happen on Tuesdays.", scope="engineering")
+    second = client.post(f"/api/memories/{first['id']}/supersede", {"content": "Deploys happen on Thursdays."}).json()
+    gone = _remember(client, content="The VPN password is in the vault.", scope="engineering")
+    assert client.post(f"/api/memories/{gone['id']}/redact", {"reason": "wrong"}).status_code == 200
+    for memory_id in (first["id"], gone["id"]):
+        before = Memory.objects.count()
+        response = client.post(f"/api/memories/{memory_id}/supersede", {"content": "Deploys happen on Fridays."})
+        assert_envelope(response, 409, "MEMORY_NOT_ACTIVE")
+        assert Memory.objects.count() == before
+    assert Memory.objects.get(pk=second["id"]).status == "active"
+
+
+@pytest.mark.django_db
+def test_a_patched_tag_is_searchable_at_once(acme: dict[str, Any], api: Any) -> None:
+    from django.db import connection
+
+    client = api(acme["employee"])
+    memory = _remember(client, title="Hangar", content="The hangar doors open at dawn.", scope="engineering")
+
+    def matches(word: str) -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT bool_and(search_vector @@ to_tsquery('english', %s)) FROM memories_memorychunk WHERE memory_id = %s",
+                [word, memory["id"]],
+            )
+            return bool(cursor.fetchone()[0])
+
+    assert not matches("zeppelin")
+    assert client.patch(f"/api/memories/{memory['id']}", {"tags": ["zeppelin"]}).status_code == 200
+    assert matches("zeppelin") and matches("hangar")
+    assert memory["id"] in _recall_ids(client, "zeppelin")
+
+
+@pytest.mark.django_db
+def test_a_superseded_memory_is_reinstated_once_and_only_from_the_version_that_replaced_it(acme: dict[str, Any]) -> None:
+    # The undo of a conflict decided by superseding: only while the memory is still superseded by that version.
+    from support import principal, remember
+
+    from cortex_site.errors import Conflict
+    from memories.services.memories.lifecycle import memory_reinstate, memory_supersede_with_existing
+
+    actor = principal(acme["exec"]).actor
+    loser = remember(acme["employee"], "The office closes at 6pm.", scope="engineering")
+    winner = remember(acme["employee"], "The office closes at 7pm.", scope="engineering")
+    other = remember(acme["employee"], "Parking is free after 6pm.", scope="engineering")
+    memory_supersede_with_existing(loser_id=loser.pk, winner_id=winner.pk, actor=actor, reason="newer")
+    loser.refresh_from_db()
+    assert (loser.status, loser.superseded_by_id) == ("superseded", winner.pk)
+    with pytest.raises(Conflict) as wrong:
+        memory_reinstate(memory_id=loser.pk, superseded_by_id=other.pk, actor=actor, reason="undo")
+    assert wrong.value.error_code == "MEMORY_NOT_SUPERSEDED"
+    memory_reinstate(memory_id=loser.pk, superseded_by_id=winner.pk, actor=actor, reason="undo")
+    loser.refresh_from_db()
+    assert (loser.status, loser.superseded_by_id) == ("active", None)
+    with pytest.raises(Conflict) as again:
+        memory_reinstate(memory_id=loser.pk, superseded_by_id=winner.pk, actor=actor, reason="undo")
+    assert again.value.error_code == "MEMORY_NOT_SUPERSEDED"
+
+
+@pytest.mark.django_db
+def test_either_of_two_memories_may_supersede_the_other_but_not_itself(acme: dict[str, Any]) -> None:
+    from support import principal, remember
+
+    from cortex_site.errors import Conflict
+    from memories.services.memories.lifecycle import memory_supersede_with_existing
+
+    actor = principal(acme["exec"]).actor
+    pairs = [
+        sorted(
+            (
+                remember(acme["employee"], f"Fact {i}a.", scope="engineering"),
+                remember(acme["employee"], f"Fact {i}b.", scope="engineering"),
+            ),
+            key=lambda m: m.pk,
+        )
+        for i in range(2)
+    ]
+    # Whichever id is the larger: the loser's first in one pair, the winner's in the other.
+    for loser, winner in (pairs[0], reversed(pairs[1])):
+        memory_supersede_with_existing(loser_id=loser.pk, winner_id=winner.pk, actor=actor, reason="decided")
+        loser.refresh_from_db()
+        assert (loser.status, loser.superseded_by_id) == ("superseded", winner.pk)
+    alone = remember(acme["employee"], "Fact alone.", scope="engineering")
+    with pytest.raises(Conflict) as itself:
+        memory_supersede_with_existing(loser_id=alone.pk, winner_id=alone.pk, actor=actor, reason="decided")
+    assert itself.value.error_code == "MEMORY_NOT_ACTIVE"

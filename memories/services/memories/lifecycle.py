@@ -328,7 +328,7 @@ def memory_restore(*, principal: Principal, memory_id: Any) -> Memory:
             redacted_by=None,
             redaction_reason="",
             updated_at=timezone.now(),
-            post_write_pending=True,  # its chunks are new: conflicts and entities run again
+            post_write_pending=held.previous_status == Memory.Status.ACTIVE,  # new chunks: conflicts, entities again
         )
         held.delete()
         memory.refresh_from_db()
