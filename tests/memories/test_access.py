@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from memories.access import Principal
-from memories.models import ApiToken, Membership, Scope
+from memories.models import ApiToken, Membership, Memory, Scope
 from memories.services import tenancy
 
 GRANTS = ["none", "read", "write"]
@@ -315,3 +315,123 @@ def test_a_connector_acts_on_what_connectors_wrote_in_its_own_organization_only(
     for foreign in (before, after):
         assert not connector.wrote_as_connector(Memory(organization_id=foreign.pk, source="Slack"))
     assert not Principal(member).wrote_as_connector(Memory(organization_id=org, source="Slack"))
+
+
+@pytest.mark.django_db
+def test_authority_over_a_memory_is_at_least_its_authors_rung_and_an_admin_holds_the_top(
+    acme: dict[str, Any], make_member: Any
+) -> None:
+    from support import principal, remember
+
+    org = acme["org"]
+    note = remember(acme["employee"], "Standups are at 9:30.", scope="engineering", clearance_min="Contractor")
+    peer = make_member(org, "Employee", grants={"engineering": True})
+    admin_employee = make_member(org, "Employee", admin=True, grants={"engineering": True})
+    ranks = {name: principal(acme[name]).clearance_rank for name in ("contractor", "employee", "manager", "exec")}
+    assert principal(acme["manager"]).authority == ranks["manager"]  # not an admin: its own rung
+    assert principal(admin_employee).authority == ranks["exec"]  # an admin: the top rung, whatever its own
+    # The same rung as the author's is enough, a lower one is not; the author always may.
+    assert principal(peer).outranks_author_of(note) and principal(acme["manager"]).outranks_author_of(note)
+    assert not principal(acme["contractor"]).outranks_author_of(note)
+    assert principal(acme["employee"]).outranks_author_of(note)
+    manager_note = remember(acme["manager"], "Budgets close on the 5th.", scope="engineering", clearance_min="Contractor")
+    assert not principal(peer).outranks_author_of(manager_note) and principal(admin_employee).outranks_author_of(manager_note)
+    assert principal(acme["employee"]).can_propose_revision(manager_note) and not principal(acme["employee"]).can_supersede(
+        manager_note
+    )
+
+
+@pytest.mark.django_db
+def test_a_reader_may_ask_for_the_redaction_of_an_earlier_version_too(acme: dict[str, Any], api: Any) -> None:
+    from support import principal, remember
+
+    from memories.services.memories import memory_supersede
+
+    old = remember(acme["employee"], "The VPN key is k-1234.", scope="engineering", clearance_min="Employee")
+    memory_supersede(principal=principal(acme["employee"]), memory_id=old.pk, changes={"content": "The VPN key is in the vault."})
+    old.refresh_from_db()
+    assert old.status == "superseded"
+    reader = principal(acme["manager"])  # reads engineering; neither its author nor an admin
+    assert not reader.can_redact(old) and reader.can_request_redaction(old)
+    assert principal(acme["employee"]).can_redact(old) and not principal(acme["employee"]).can_request_redaction(old)
+    assert not principal(acme["contractor"]).can_request_redaction(old)  # cannot read it (its rung)
+
+
+@pytest.mark.django_db
+def test_a_token_acts_only_for_its_own_membership(acme: dict[str, Any]) -> None:
+    member = acme["manager"]
+    Principal(member, ApiToken(membership_id=member.pk))  # its own
+    for other in (acme["exec"], acme["contractor"]):  # created before and after it: smaller and larger ids
+        with pytest.raises(ValueError, match="does not belong"):
+            Principal(member, ApiToken(membership_id=other.pk))
+
+
+@pytest.mark.django_db
+def test_a_retired_scope_is_read_but_takes_no_new_writes(make_org: Any, make_member: Any, make_scope: Any) -> None:
+    from django.utils import timezone
+
+    org = make_org()
+    granted = make_scope(org, "archive")
+    open_to_all = make_scope(org, "notes", visibility=Scope.Visibility.ALL_MEMBERS, members_can_write=True)
+    member = make_member(org, "Employee", grants={"archive": True})
+    Scope.objects.filter(pk__in=[granted.pk, open_to_all.pk]).update(retired_at=timezone.now())
+    reader = Principal(member)
+    for scope in Scope.objects.filter(pk__in=[granted.pk, open_to_all.pk]):
+        assert reader.can_read_scope(scope) and not reader.can_write_scope(scope)
+
+
+@pytest.mark.django_db
+def test_a_conflict_of_another_organization_is_never_decided(acme: dict[str, Any], make_org: Any) -> None:
+    from support import principal, remember
+
+    from memories.models import Conflict
+
+    before_id, after_id = acme["org"].pk - 1, make_org().pk  # an id below acme's and one above it
+    first = remember(acme["employee"], "Standups are at 9:30.", scope="engineering")
+    second = remember(acme["employee"], "Standups are at 10:00.", scope="engineering")
+    admin = principal(acme["exec"])
+    assert admin.can_decide(Conflict(organization_id=acme["org"].pk, new_memory=first, existing_memory=second))
+    for foreign in (before_id, after_id):
+        assert not admin.can_decide(Conflict(organization_id=foreign, new_memory=first, existing_memory=second))
+
+
+@pytest.mark.django_db
+def test_the_operator_reads_every_scope_and_clearance_and_sets_the_conflict_policy(acme: dict[str, Any], make_scope: Any) -> None:
+    # The operator at the console (the `cortex` CLI): what an export reads, and an organization setting it changes.
+    from support import remember
+
+    from memories.access import Operator
+    from memories.models import Organization
+    from memories.selectors.memories import readable_base
+    from memories.services import tenancy
+    from memories.services.conflicts.policy import conflict_policy_set
+
+    board = make_scope(acme["org"], "board")  # granted to the one who writes there, nobody else
+    tenancy.grant_set(membership=acme["exec"], scope=board, can_write=True)
+    minutes = remember(acme["exec"], "Board minutes: the Q3 plan.", scope="board", clearance_min="Executive")
+    notes = remember(acme["employee"], "Standups are at 9:30.", scope="engineering")
+    operator = Operator(acme["org"])
+    assert {minutes.pk, notes.pk} <= set(readable_base(operator).values_list("pk", flat=True))
+    conflict_policy_set(organization=acme["org"], policy="manual", by=operator)
+    assert Organization.objects.get(pk=acme["org"].pk).conflict_policy == "manual"
+
+
+@pytest.mark.django_db
+def test_an_equal_authority_may_supersede_and_an_admin_author_writes_with_the_top_rung(
+    acme: dict[str, Any], make_member: Any
+) -> None:
+    from support import remember
+
+    from memories.access import author_authority, could_supersede
+
+    peer = make_member(acme["org"], "Employee", grants={"engineering": True})
+    admin_employee = make_member(acme["org"], "Employee", admin=True, grants={"engineering": True})
+    mine = remember(acme["employee"], "Deploys need two approvals.", scope="engineering", clearance_min="Contractor")
+    theirs = remember(peer, "Deploys need one approval.", scope="engineering", clearance_min="Contractor")
+    managers = remember(acme["manager"], "Deploys need a manager.", scope="engineering", clearance_min="Contractor")
+    by_admin = remember(admin_employee, "Deploys need a change ticket.", scope="engineering", clearance_min="Contractor")
+    top = Principal(acme["exec"]).clearance_rank
+    assert author_authority(by_admin) == top and author_authority(mine) == Principal(acme["employee"]).clearance_rank
+    assert could_supersede(theirs, mine) and could_supersede(mine, theirs)  # the same rung
+    assert could_supersede(managers, mine) and not could_supersede(mine, managers)
+    assert could_supersede(by_admin, managers)

@@ -227,6 +227,10 @@ def test_a_title_derived_from_the_content_follows_new_content_and_a_given_title_
     named = _remember(client, title="Standup time", content="Standups are at 9:30 on Tuesdays.")
     kept = client.post(f"/api/memories/{named['id']}/supersede", {"content": "Standups are at 11:00 on Tuesdays."})
     assert kept.status_code == 201 and kept.json()["title"] == "Standup time"
+    # A given title stays whichever way it sorts beside the one the content would give.
+    late = _remember(client, title="Zulu shift standups", content="Standups are at 9:30 on Wednesdays.")
+    kept = client.post(f"/api/memories/{late['id']}/supersede", {"content": "Standups are at 11:00 on Wednesdays."})
+    assert kept.status_code == 201 and kept.json()["title"] == "Zulu shift standups"
     # Only the tags change: the derived title is the same one derived again.
     tags_only = client.post(f"/api/memories/{new.json()['id']}/supersede", {"tags": ["ritual"]})
     assert tags_only.status_code == 201 and tags_only.json()["title"] == "Standups moved to 10:00."
@@ -378,7 +382,40 @@ def test_either_of_two_memories_may_supersede_the_other_but_not_itself(acme: dic
         memory_supersede_with_existing(loser_id=loser.pk, winner_id=winner.pk, actor=actor, reason="decided")
         loser.refresh_from_db()
         assert (loser.status, loser.superseded_by_id) == ("superseded", winner.pk)
+    # A loser keeps its source item id: a re-sync of that item finds it retired, and does not bring it back as new.
+    from support import imported
+
+    synced = imported(acme["employee"], "Fact 3a.", scope="engineering", source="Notion", external_id="page-1")
+    memory_supersede_with_existing(loser_id=synced.pk, winner_id=pairs[1][0].pk, actor=actor, reason="decided")
+    synced.refresh_from_db()
+    assert (synced.status, synced.external_id) == ("superseded", "page-1")
+    # The winner must still be active: here it lost to another memory meanwhile.
+    third = remember(acme["employee"], "Fact 2a.", scope="engineering")
+    with pytest.raises(Conflict) as gone:
+        memory_supersede_with_existing(loser_id=third.pk, winner_id=pairs[0][0].pk, actor=actor, reason="decided")
+    assert gone.value.error_code == "MEMORY_NOT_ACTIVE"
+    third.refresh_from_db()
+    assert third.status == "active"
     alone = remember(acme["employee"], "Fact alone.", scope="engineering")
     with pytest.raises(Conflict) as itself:
         memory_supersede_with_existing(loser_id=alone.pk, winner_id=alone.pk, actor=actor, reason="decided")
     assert itself.value.error_code == "MEMORY_NOT_ACTIVE"
+
+
+@pytest.mark.django_db
+def test_a_redaction_removes_what_was_derived_from_the_memory(acme: dict[str, Any], api: Any) -> None:
+    # The redaction hooks (conflict dissent and explanations, the entity graph) run inside the redaction.
+    from memories.models import EntityMention
+    from memories.services.entities import entities_extract
+    from memories.services.memories.lifecycle import REDACTION_HOOKS, register_redaction_hook
+
+    client = api(acme["employee"])
+    memory = _remember(client, content="Priya Raman from Globex Corp approved the Q3 launch.", scope="engineering")
+    assert entities_extract(memory["id"]) > 0
+    assert EntityMention.objects.filter(memory_id=memory["id"]).exists()
+    assert client.post(f"/api/memories/{memory['id']}/redact", {"reason": "personal data"}).status_code == 200
+    assert not EntityMention.objects.filter(memory_id=memory["id"]).exists()
+    # Registering a hook again (as AppConfig.ready() may) keeps it once.
+    hooks = list(REDACTION_HOOKS)
+    register_redaction_hook(hooks[0])
+    assert hooks == REDACTION_HOOKS

@@ -176,3 +176,63 @@ def test_a_restore_whose_hold_ended_while_it_waited_is_refused_and_writes_nothin
     stored = Memory.objects.get(pk=memory.pk)
     assert stored.status == "redacted" and "tangerine" not in stored.content
     assert not AuditEvent.objects.filter(action="memory.restore").exists()
+
+
+def test_a_redaction_holds_what_a_concurrent_change_left(acme: dict[str, Any]) -> None:
+    from memories.models import RedactionHold
+
+    memory = remember(acme["employee"], "The staging password is tangerine-42.", scope="engineering")
+    author = principal(acme["employee"])
+    probe = _connect()
+    try:
+        with _holding("SELECT 1 FROM memories_memory WHERE id = %s FOR UPDATE", [memory.pk]) as holder:
+            thread, result = _in_thread(lambda: memory_redact(principal=author, memory_id=memory.pk, reason="a password"))
+            _wait_until_blocked(probe, holder)
+            holder.execute("UPDATE memories_memory SET tags = %s WHERE id = %s", [["secrets"], memory.pk])
+        _finish(thread, result)
+    finally:
+        probe.close()
+    # It waited for the row, then read it: the restore would bring back the tags the other writer left.
+    assert RedactionHold.objects.get(memory_id=memory.pk).tags == ["secrets"]
+
+
+def test_an_erasure_records_what_the_memory_was_when_it_went(acme: dict[str, Any]) -> None:
+    from memories.services.memories import memory_delete
+
+    memory = remember(acme["employee"], "Old onboarding checklist.", scope="engineering")
+    admin = principal(acme["exec"])
+    probe = _connect()
+    try:
+        with _holding("SELECT 1 FROM memories_memory WHERE id = %s FOR UPDATE", [memory.pk]) as holder:
+            thread, result = _in_thread(lambda: memory_delete(principal=admin, memory_id=memory.pk))
+            _wait_until_blocked(probe, holder)
+            holder.execute("UPDATE memories_memory SET status = 'superseded' WHERE id = %s", [memory.pk])
+        _finish(thread, result)
+    finally:
+        probe.close()
+    event = AuditEvent.objects.filter(action="memory.delete", target_id=str(memory.pk)).get()
+    assert event.details["status"] == "superseded" and not Memory.objects.filter(pk=memory.pk).exists()
+
+
+def test_making_holds_final_skips_one_a_restore_holds_and_does_not_wait_for_it(acme: dict[str, Any]) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from memories.models import RedactionHold
+    from memories.services.memories import redaction_holds_finalise
+
+    author = principal(acme["employee"])
+    memories = [remember(acme["employee"], f"Secret number {i}: {i * 7919}.", scope="engineering") for i in range(2)]
+    for memory in memories:
+        memory_redact(principal=author, memory_id=memory.pk, reason="old")
+    RedactionHold.objects.update(held_until=timezone.now() - timedelta(hours=1))
+    busy, free = memories
+    with _holding("SELECT 1 FROM memories_redactionhold WHERE memory_id = %s FOR UPDATE", [busy.pk]):
+        thread, result = _in_thread(lambda: redaction_holds_finalise(batch_size=10))
+        thread.join(10)
+        finished = not thread.is_alive()
+    assert finished, "making holds final waited for a hold another transaction held"
+    assert _finish(thread, result) == (1, False)
+    assert list(RedactionHold.objects.values_list("memory_id", flat=True)) == [busy.pk]
+    assert not RedactionHold.objects.filter(memory_id=free.pk).exists()
