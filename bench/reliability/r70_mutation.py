@@ -95,7 +95,7 @@ class Target:
 
 
 _AUDIT_CHAIN = (
-    "_valid_address",
+    "valid_address",
     "_as_stored",
     "_event_digest",
     "_chain_lock",
@@ -492,6 +492,50 @@ EXPLAINED += [
         "equivalent in outcome: it is the default of direct callers (the beat's task passes its own batch size), and "
         "a batch size sets how many expired holds one run makes final, not which ones, in what order, or whether the "
         "rest follow (batches are tested small)",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceBinaryOperator_Mul_Add$",
+        r'for name in named\.order_by\("author_name"\)\.values_list\("author_name", flat=True\)\.distinct\(\)\[: limit \* 2\]:',
+        "equivalent: the named authors needed are the free places plus those repeating a member already listed, at "
+        "most `limit` in all, so `limit + 2` of them fill the answer as `limit * 2` do (`limit - 2` is killed by "
+        "test_named_authors_fill_the_limit_when_no_member_matches)",
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^principal: Principal, \*, since: datetime \| None = None, until",
+        "equivalent: the bare `*` that makes the window keyword-only became `/`; every caller passes the principal by "
+        "position and the rest by keyword, so no call behaves differently",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/access.py",
+        r"ReplaceTrueWithFalse$",
+        r'^return frozenset\(Scope\.objects\.filter\(organization_id=self\.organization_id\)\.values_list\("pk", flat=True\)\)$',
+        "equivalent where it is used: the operator's scope ids only ever go to SQL (`scope_id IN …` in readable_base), "
+        "and psycopg sends a one-element tuple as its element, so ids and 1-tuples select the same rows",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceComparisonOperator_Lt_NotEq$",
+        r"^if len\(names\) < limit:$",
+        "equivalent: the members are cut to `limit` just above, so `len(names)` is never past it and `!=` holds "
+        "exactly when `<` does",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^def memory_for_history\(principal: Principal, memory_id: Any, \*, for_update",
+        "equivalent: the bare `*` that makes `for_update` keyword-only became `/`; every caller passes the principal "
+        "and the id by position and `for_update` by keyword, so no call behaves differently",
     ),
 ]
 _STATUSES = "a memory's status is one of active, proposed, redacted and superseded (Memory.Status, set only here), and "

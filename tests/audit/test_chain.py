@@ -106,6 +106,27 @@ def test_record_many_extends_the_chain_in_order_exactly_as_record_would(make_org
 
 
 @pytest.mark.django_db
+def test_record_many_keeps_the_first_128_characters_of_a_request_id_and_a_target_id(
+    make_org: Callable[..., Organization],
+) -> None:
+    # Ids from outside (a proxy's request id, a source's item id) can be longer than the columns.
+    org = make_org()
+    long_request, long_target = "r" * 200, "t" * 200
+    with bound(request_id=long_request, client_ip="192.0.2.1"):
+        batch = record_many(
+            [
+                EventSpec("memory.create", target_type="memory", target_id=long_target),
+                EventSpec("memory.create", request_id=long_request),
+            ],
+            organization=org,
+            actor=Actor.cli(),
+        )
+    stored = list(AuditEvent.objects.filter(pk__in=[e.pk for e in batch]).order_by("id"))
+    assert [e.request_id for e in stored] == ["r" * 128, "r" * 128] and stored[0].target_id == "t" * 128
+    assert verify_chain(org).ok
+
+
+@pytest.mark.django_db
 def test_record_many_refuses_an_unknown_action_and_writes_none_of_the_batch(make_org: Callable[..., Organization]) -> None:
     org = make_org()
     count = AuditEvent.objects.filter(organization=org).count()
@@ -434,3 +455,31 @@ def test_the_event_digest_format_is_frozen_so_chains_written_by_earlier_versions
         prev_hash=GENESIS_HASH,
     )
     assert _event_digest(event) == "a3cf4fde1fe2f15226b70eface3fb405e677d86f45a59a2c0ec9c94ec6bd00c2"
+
+
+@pytest.mark.django_db
+def test_each_chain_has_a_lock_of_its_own(make_org: Callable[..., Organization]) -> None:
+    # A writer of one chain never waits for a writer of another (here the global chain's, held elsewhere).
+    import psycopg
+
+    settings = connection.settings_dict
+    holder = psycopg.connect(
+        dbname=settings["NAME"],
+        user=settings["USER"],
+        password=settings["PASSWORD"],
+        host=settings["HOST"],
+        port=settings["PORT"] or None,
+        autocommit=True,
+    )
+    org = make_org()
+    try:
+        holder.execute("BEGIN")
+        holder.execute("SELECT pg_advisory_xact_lock(7301, 0)")
+        with transaction.atomic():
+            with connection.cursor() as cursor:
+                cursor.execute("SET LOCAL lock_timeout = '2s'")
+            record("memory.create", organization=org, actor=Actor.cli(), target_type="memory", target_id="1")
+        holder.execute("COMMIT")
+    finally:
+        holder.close()
+    assert verify_chain(org).ok

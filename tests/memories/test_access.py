@@ -172,7 +172,9 @@ def test_a_version_no_longer_active_is_readable_as_history_only(make_org: Any, m
 
 
 @pytest.mark.django_db
-def test_the_denial_rule_of_a_memory_is_the_first_rule_that_hides_it(acme: dict[str, Any], outsider: Membership) -> None:
+def test_the_denial_rule_of_a_memory_is_the_first_rule_that_hides_it(
+    acme: dict[str, Any], outsider: Membership, make_member: Any
+) -> None:
     # What the owner's audit log records for a hidden memory (its 404 says nothing): each rule in the order
     # can_read_memory checks them, and none for what the reader may open, history included.
     from support import principal, remember
@@ -205,6 +207,9 @@ def test_the_denial_rule_of_a_memory_is_the_first_rule_that_hides_it(acme: dict[
     # The read rule itself agrees, each rule on its own (the querysets filter first, so only this asks it alone).
     for hidden in (foreign, sales_note, manager_note, proposal.memory):
         assert not employee.can_read_memory(hidden) and not employee.can_read_memory(hidden, history=True)
+    # Nor does a member who joined after the proposer (a larger user id) and reads the scope.
+    latecomer = make_member(acme["org"], "Employee", grants={"engineering": True})
+    assert principal(latecomer).memory_denial_rule(proposal.memory) == "proposal"
     # The proposer and the author's rung read the proposal; the outsider's rule is the organization whatever else.
     assert principal(lower).memory_denial_rule(proposal.memory) is None
     assert principal(acme["manager"]).memory_denial_rule(proposal.memory) is None
@@ -280,24 +285,26 @@ def test_lists_read_a_memory_only_within_its_validity_window(make_org: Any, make
     # As of a moment: valid from it, and not yet lapsed at it.
     assert reader.can_read_memory(lapsed, as_of=now - timedelta(days=2))
     assert not reader.can_read_memory(lasting, as_of=now - timedelta(hours=1))
+    assert reader.can_read_memory(lasting, as_of=now)  # valid from that very moment
+    assert not reader.can_read_memory(lasting, as_of=lasting.valid_until)  # and no longer at its end
     assert not reader.can_read_memory(lasting, as_of=now + timedelta(days=2))
 
 
 @pytest.mark.django_db
 def test_a_hidden_object_of_another_organization_is_always_denied_by_the_organization(make_org: Any, make_member: Any) -> None:
-    from memories.access import hidden
+    from memories.access import DenialRule, hidden
     from memories.models import Memory
 
     before, home, after = make_org(), make_org(), make_org()
     reader = Principal(make_member(home, "Executive"))
     for foreign in (before, after):
-        denial = hidden(reader, "memory", Memory(organization_id=foreign.pk), "scope")
-        assert denial is not None and (denial.rule, denial.organization_id) == ("organization", foreign.pk)
-        assert hidden(reader, "memory", Memory(organization_id=foreign.pk), None).rule == "organization"
+        for rule in (DenialRule.SCOPE, None):
+            denial = hidden(reader, "memory", Memory(organization_id=foreign.pk), rule)
+            assert denial is not None and (denial.rule, denial.organization_id) == ("organization", foreign.pk)
     own = Memory(organization_id=home.pk)
-    assert hidden(reader, "memory", own, None) is None and hidden(reader, "memory", None, "scope") is None
-    denial = hidden(reader, "memory", own, "clearance")
-    assert (denial.rule, denial.target_id, denial.target_type) == ("clearance", str(own.pk), "memory")
+    assert hidden(reader, "memory", own, None) is None and hidden(reader, "memory", None, DenialRule.SCOPE) is None
+    denial = hidden(reader, "memory", own, DenialRule.CLEARANCE)
+    assert denial is not None and (denial.rule, denial.target_id, denial.target_type) == ("clearance", str(own.pk), "memory")
 
 
 @pytest.mark.django_db
@@ -305,7 +312,7 @@ def test_a_connector_acts_on_what_connectors_wrote_in_its_own_organization_only(
     from connectors.models import Connector
     from memories.models import Memory
 
-    before, after = make_org(), make_org()
+    before, after = acme["org"].pk - 1, make_org().pk  # an organization id below acme's and one above it
     member = acme["employee"]
     connector = Principal.as_connector(Connector(organization=acme["org"], kind="slack", name="Slack", installed_by=member))
     org = acme["org"].pk
@@ -313,7 +320,7 @@ def test_a_connector_acts_on_what_connectors_wrote_in_its_own_organization_only(
     assert connector.wrote_as_connector(Memory(organization_id=org, source=" google drive "))
     assert not connector.wrote_as_connector(Memory(organization_id=org, source="Manual"))
     for foreign in (before, after):
-        assert not connector.wrote_as_connector(Memory(organization_id=foreign.pk, source="Slack"))
+        assert not connector.wrote_as_connector(Memory(organization_id=foreign, source="Slack"))
     assert not Principal(member).wrote_as_connector(Memory(organization_id=org, source="Slack"))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from itertools import pairwise
+from typing import Any
 
 import psycopg
 import pytest
@@ -30,6 +31,7 @@ from memories.selectors.memories import (
     supersession_chain,
 )
 from memories.services import tenancy
+from memories.services.memories import memory_supersede
 
 pytestmark = pytest.mark.django_db
 
@@ -88,6 +90,17 @@ def test_author_suggestions_add_the_named_authors_of_readable_memories_while_und
     # At the limit the members fill it.
     assert author_suggestions(principal(first), limit=2) == ["Alma First", "Bert Second"]
     assert author_suggestions(principal(first), "zelda") == ["Zelda Imported"]
+    # A prefix narrows the named authors too: one named elsewhere is not offered for "bert".
+    assert author_suggestions(principal(first), "bert") == ["Bert Second"]
+
+
+def test_named_authors_fill_the_limit_when_no_member_matches(make_org: MakeOrg) -> None:
+    org = make_org()
+    member = tenancy.member_add(organization=org, email="archivist@crew.test", clearance="Employee", name="Alma Archivist")
+    for i in range(21):
+        imported(member, f"Imported note {i}: the harbour log, page {i}.", author_name=f"Zelda Writer {i:02d}")
+    suggestions = author_suggestions(principal(member), "zelda")
+    assert suggestions == [f"Zelda Writer {i:02d}" for i in range(20)]
 
 
 # -- one memory, for history or for an update -----------------------------------------------------
@@ -207,3 +220,26 @@ def test_what_no_one_may_read_is_never_suggested_or_chained(make_org: MakeOrg, m
     with pytest.raises(NotFound):
         memory_for_history(principal(outsider), versions[0].pk)
     assert organization_holding(principal(outsider), versions[0].pk) is None
+
+
+def test_list_filters_are_values_nothing_changes_after_they_are_read() -> None:
+    # Parsed once from a request and handed down: a view, a selector or the export may share one safely.
+    import dataclasses
+
+    filters = MemoryFilters(scope="engineering", tag="ops")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        filters.scope = "leadership"  # type: ignore[misc]
+    assert (
+        filters == MemoryFilters(scope="engineering", tag="ops")
+        and len({filters, MemoryFilters(scope="engineering", tag="ops")}) == 1
+    )
+
+
+def test_a_version_the_reader_may_not_see_ends_the_chain_going_back(acme: dict[str, Any]) -> None:
+    manager = principal(acme["manager"])
+    first = remember(acme["manager"], "Quota is 40 units.", scope="engineering", clearance_min="Manager")
+    second = memory_supersede(
+        principal=manager, memory_id=first.pk, changes={"content": "Quota is 45 units.", "clearance_min": "Employee"}
+    ).memory
+    assert [m.pk for m in supersession_chain(principal(acme["employee"]), second)] == [second.pk]
+    assert [m.pk for m in supersession_chain(manager, second)] == [first.pk, second.pk]

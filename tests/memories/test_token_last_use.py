@@ -21,7 +21,7 @@ def token(make_org: Any, make_member: Any) -> ApiToken:
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize(("seconds_ago", "recorded"), [(None, True), (60.5, True), (59.5, False), (600, True)])
+@pytest.mark.parametrize(("seconds_ago", "recorded"), [(None, True), (60.5, True), (60, False), (59.5, False), (600, True)])
 def test_last_use_is_recorded_once_a_minute(
     seconds_ago: float | None, recorded: bool, token: ApiToken, monkeypatch: pytest.MonkeyPatch
 ) -> None:

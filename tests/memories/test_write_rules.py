@@ -142,4 +142,4 @@ def test_ids_parse_once_for_every_selector() -> None:
     value = uuid.uuid4()
     assert parse_id(str(value)) == value and parse_id(value) is value
     assert parse_int_id("42") == 42 and parse_int_id("0") is None and parse_int_id("x") is None and parse_int_id(True) is None
-    assert parse_int_id("-3") is None and parse_int_id(-3) is None and parse_int_id(7) == 7
+    assert parse_int_id("-3") is None and parse_int_id(-3) is None and parse_int_id(7) == 7 and parse_int_id("1") == 1
