@@ -538,6 +538,38 @@ EXPLAINED += [
         "and the id by position and `for_update` by keyword, so no call behaves differently",
     ),
 ]
+EXPLAINED += [
+    (
+        "audit/services.py",
+        r"ReplaceTrueWithFalse$",
+        r"^for event, action, \(stored_ip, details\) in zip\(events, actions, stored, strict=True\):$",
+        "equivalent: the three sequences have one item per event by construction (the actions are built from the "
+        "events, the stored details come back one row per event), so strict never has a length to refuse",
+    ),
+]
+EXPLAINED += [
+    (
+        "memories/services/memories/lifecycle.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"^if memory\.status == Memory\.Status\.ACTIVE:$",
+        "equivalent: no status sorts before active, so `<= active` holds for active alone",
+    ),
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r'^if status == "active":$',
+        "equivalent: `status` is one of active, superseded, redacted, all (refused otherwise above), none of which "
+        "sorts before active, so `<=` is true for active alone",
+    ),
+]
+EXPLAINED_MUTATED += [
+    (
+        "memories/services/memories/lifecycle.py",
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"post_write_pending=held\.previous_status <= Memory\.Status\.ACTIVE",
+        "equivalent: no status sorts before active, so `<= active` holds for active alone",
+    ),
+]
 _STATUSES = "a memory's status is one of active, proposed, redacted and superseded (Memory.Status, set only here), and "
 EXPLAINED += [
     (
@@ -548,9 +580,9 @@ EXPLAINED += [
     ),
     (
         "memories/services/memories/lifecycle.py",
-        r"ReplaceComparisonOperator_NotEq_Lt$",
+        r"ReplaceComparisonOperator_NotEq_(Lt|Gt)$",
         r"^if memory\.status != Memory\.Status\.REDACTED or (hold|held) is None:$",
-        "equivalent: `< redacted` differs from `!= redacted` only for a superseded memory, and a redaction hold exists "
+        "equivalent: `<` or `>` redacted differs from `!=` only for a memory that is not redacted, and a redaction hold exists "
         "only while its memory is redacted (made by the redaction, deleted by the restore or when final), so the "
         "missing hold refuses it either way (before the transaction and again under the row lock)",
     ),
@@ -851,6 +883,26 @@ NAMED_MUTANTS += [
         f"{_ACCESS_TESTS}::test_a_principal_says_who_acts_and_how",
         r"AddNot$",
         r"^if self\.connector is not None:$",
+    ),
+]
+
+NAMED_MUTANTS += [
+    NamedMutant(
+        "patch: a superseded version taken for a redacted one (cosmic-ray survivor)",
+        (
+            (
+                "memories/services/memories/lifecycle.py",
+                '        if memory.status == Memory.Status.REDACTED:\n            raise Conflict("A redacted memory cannot',
+                '        if memory.status >= Memory.Status.REDACTED:\n            raise Conflict("A redacted memory cannot',
+            ),
+        ),
+        ("tests/memories/test_lifecycle.py::test_an_earlier_version_takes_metadata_changes_and_a_redacted_one_does_not",),
+        survivor=(
+            "memories/services/memories/lifecycle.py",
+            r"ReplaceComparisonOperator_Eq_GtE$",
+            r"^if memory\.status == Memory\.Status\.REDACTED:$",
+        ),
+        context=r"A redacted memory cannot be changed",
     ),
 ]
 

@@ -419,3 +419,24 @@ def test_a_redaction_removes_what_was_derived_from_the_memory(acme: dict[str, An
     hooks = list(REDACTION_HOOKS)
     register_redaction_hook(hooks[0])
     assert hooks == REDACTION_HOOKS
+
+
+@pytest.mark.django_db
+def test_an_earlier_version_can_be_redacted_and_only_once(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, content="The VPN key is k-1234.", scope="engineering")
+    client.post(f"/api/memories/{old['id']}/supersede", {"content": "The VPN key is in the vault."})
+    done = client.post(f"/api/memories/{old['id']}/redact", {"reason": "a key"})
+    assert done.status_code == 200 and done.json()["status"] == "redacted"
+    assert_envelope(client.post(f"/api/memories/{old['id']}/redact", {"reason": "a key"}), 409, "ALREADY_REDACTED")
+
+
+@pytest.mark.django_db
+def test_an_earlier_version_takes_metadata_changes_and_a_redacted_one_does_not(acme: dict[str, Any], api: Any) -> None:
+    client = api(acme["employee"])
+    old = _remember(client, content="Backups run nightly at 2am.", scope="engineering")
+    client.post(f"/api/memories/{old['id']}/supersede", {"content": "Backups run nightly at 3am."})
+    patched = client.patch(f"/api/memories/{old['id']}", {"tags": ["history"]})
+    assert patched.status_code == 200 and patched.json()["tags"] == ["history"]
+    client.post(f"/api/memories/{old['id']}/redact", {"reason": "wrong"})
+    assert_envelope(client.patch(f"/api/memories/{old['id']}", {"tags": ["again"]}), 409, "MEMORY_REDACTED")
