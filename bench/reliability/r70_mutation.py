@@ -570,6 +570,15 @@ EXPLAINED_MUTATED += [
         "equivalent: no status sorts before active, so `<= active` holds for active alone",
     ),
 ]
+EXPLAINED += [
+    (
+        "memories/selectors/memories.py",
+        r"ReplaceBinaryOperator_Mul_Div$",
+        r"^def (readable_base|visible_memories|author_suggestions)\(",
+        "equivalent: the bare `*` that makes the last arguments keyword-only became `/`; every caller passes the "
+        "principal (and the prefix) by position and the rest by keyword, so no call behaves differently",
+    ),
+]
 _STATUSES = "a memory's status is one of active, proposed, redacted and superseded (Memory.Status, set only here), and "
 EXPLAINED += [
     (
