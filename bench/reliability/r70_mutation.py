@@ -564,6 +564,15 @@ EXPLAINED += [
 ]
 EXPLAINED_MUTATED += [
     (
+        "memories/embeddings/store.py",
+        r"NumberReplacer$",
+        r"ThreadPoolExecutor\(max_workers=\s*2, ",
+        "equivalent: the pool is given one job and shut down, so a second worker thread is never started "
+        "(`max_workers=0` is killed: the pool refuses it)",
+    ),
+]
+EXPLAINED_MUTATED += [
+    (
         "memories/services/memories/lifecycle.py",
         r"ReplaceComparisonOperator_Eq_LtE$",
         r"post_write_pending=held\.previous_status <= Memory\.Status\.ACTIVE",
@@ -1236,6 +1245,83 @@ NAMED_MUTANTS += [
             "test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",
         ),
         survivor=(_LIFECYCLE, r"ReplaceOrWithAnd$", r"^if loser is None or winner is None or loser\.organization_id"),
+    ),
+]
+
+# The last unexplained survivors of the 2026-12-03 passes over access and the lifecycle services, killed by tests
+# added (or, for the proposal rule and patching an earlier version, already added) after those passes.
+_LIFECYCLE_TESTS = "tests/memories/test_lifecycle.py"
+_HOLD_DAYS = "if not urgent and settings.CORTEX_REDACTION_HOLD_DAYS > 0:"
+_PATCH_REDACTED = (
+    '        if memory.status == Memory.Status.REDACTED:\n            raise Conflict("A redacted memory cannot be changed."'
+)
+NAMED_MUTANTS += [
+    _access_mutant(
+        "a proposal readable by every member whose user id is at least its proposer's",
+        "if memory.created_by_id is not None and memory.created_by_id == self.user.pk:",
+        "if memory.created_by_id is not None and memory.created_by_id <= self.user.pk:",
+        _DENIAL_TEST,
+        r"ReplaceComparisonOperator_Eq_LtE$",
+        r"^if memory\.created_by_id is not None and memory\.created_by_id == self\.user\.pk:$",
+    ),
+    *(
+        NamedMutant(
+            f"patch: an earlier version refused as redacted (status {op} redacted; cosmic-ray survivor)",
+            ((_LIFECYCLE, _PATCH_REDACTED, _PATCH_REDACTED.replace("==", op)),),
+            (f"{_LIFECYCLE_TESTS}::test_an_earlier_version_takes_metadata_changes_and_a_redacted_one_does_not",),
+            survivor=(_LIFECYCLE, operator, r"^if memory\.status == Memory\.Status\.REDACTED:$"),
+            context=r"A redacted memory cannot be changed",
+        )
+        for op, operator in ((">", r"ReplaceComparisonOperator_Eq_Gt$"), (">=", r"ReplaceComparisonOperator_Eq_GtE$"))
+    ),
+    NamedMutant(
+        "supersede with an existing memory: a loser of a larger organization id than the winner's accepted (cosmic-ray survivor)",
+        ((_LIFECYCLE, _DISTINCT_PAIR, _DISTINCT_PAIR.replace("!=", "<")),),
+        (f"{_LIFECYCLE_TESTS}::test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",),
+        survivor=(
+            _LIFECYCLE,
+            r"ReplaceComparisonOperator_NotEq_Lt$",
+            r"^if loser is None or winner is None or loser\.organization_id",
+        ),
+    ),
+    NamedMutant(
+        "supersede with an existing memory: the winner's back link set only when it already had one (cosmic-ray survivor)",
+        (
+            (
+                _LIFECYCLE,
+                "Memory.objects.filter(pk=winner.pk, supersedes__isnull=True).update(supersedes=loser)",
+                "Memory.objects.filter(pk=winner.pk, supersedes__isnull=False).update(supersedes=loser)",
+            ),
+        ),
+        (f"{_LIFECYCLE_TESTS}::test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_of_one_organization",),
+        survivor=(_LIFECYCLE, r"ReplaceTrueWithFalse$", r"supersedes__isnull=True\)\.update\(supersedes=loser\)$"),
+    ),
+    NamedMutant(
+        "supersede: the check that the memory is still current removed (status < active; cosmic-ray survivor)",
+        (
+            (
+                _LIFECYCLE,
+                '    if old.status != Memory.Status.ACTIVE:\n        raise Conflict(f"This memory is {old.status}',
+                '    if old.status < Memory.Status.ACTIVE:\n        raise Conflict(f"This memory is {old.status}',
+            ),
+        ),
+        (f"{_LIFECYCLE_TESTS}::test_a_revision_of_an_earlier_version_is_refused_and_proposes_nothing",),
+        survivor=(_LIFECYCLE, r"ReplaceComparisonOperator_NotEq_Lt$", r"^if old\.status != Memory\.Status\.ACTIVE:$"),
+    ),
+    NamedMutant(
+        "redaction: a hold of one day made final at once (`> 1`; cosmic-ray survivor)",
+        ((_LIFECYCLE, _HOLD_DAYS, _HOLD_DAYS.replace("> 0", "> 1")),),
+        ("tests/memories/test_authority_redaction_hold.py::test_a_one_day_hold_is_a_hold",),
+        survivor=(_LIFECYCLE, r"NumberReplacer$", r"^if not urgent and settings\.CORTEX_REDACTION_HOLD_DAYS > 0:$"),
+    ),
+]
+EXPLAINED += [
+    (
+        _LIFECYCLE,
+        r"ReplaceComparisonOperator_Gt_NotEq$",
+        r"^if not urgent and settings\.CORTEX_REDACTION_HOLD_DAYS > 0:$",
+        "equivalent: the setting is read with `env_int(..., minimum=0)` (cortex_site/settings.py), which refuses a "
+        "negative number at start-up, so `!= 0` and `> 0` agree on every value it can hold",
     ),
 ]
 

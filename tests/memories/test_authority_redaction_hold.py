@@ -135,3 +135,15 @@ def test_with_no_hold_days_every_redaction_is_final_at_once(acme: dict[str, Any]
     assert done.status_code == 200 and done.json()["redaction"]["held_until"] is None
     assert not RedactionHold.objects.exists()
     assert_envelope(api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore"), 409, "REDACTION_FINAL")
+
+
+def test_a_one_day_hold_is_a_hold(acme: dict[str, Any], api: Any, settings: Any) -> None:
+    # The shortest hold there is: one day is still a hold an admin can restore from, not a final redaction.
+    settings.CORTEX_REDACTION_HOLD_DAYS = 1
+    memory = remember(acme["employee"], SECRET, scope="engineering")
+    before = timezone.now()
+    done = api(acme["employee"]).post(f"/api/memories/{memory.pk}/redact", {"reason": "maybe wrong"})
+    assert done.status_code == 200 and done.json()["redaction"]["held_until"] is not None
+    hold = RedactionHold.objects.get(memory=memory)
+    assert before + timedelta(days=1) <= hold.held_until <= timezone.now() + timedelta(days=1)
+    assert api(acme["exec"]).post(f"/api/memories/{memory.pk}/restore").status_code == 200

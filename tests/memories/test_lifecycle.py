@@ -257,13 +257,22 @@ def test_superseding_with_an_existing_memory_needs_two_distinct_active_memories_
     loser, winner = _remember(client, content="Deploys on Tuesdays."), _remember(client, content="Deploys on Thursdays.")
     foreign = _remember(api(outsider), content="Deploys on Fridays.")
     missing = "00000000-0000-0000-0000-000000000001"
-    for pair in ((missing, winner["id"]), (loser["id"], missing), (loser["id"], foreign["id"]), (loser["id"], loser["id"])):
+    # Another organization's memory on either side: its organization's id is the larger one as loser and as winner.
+    pairs = ((missing, winner["id"]), (loser["id"], missing), (loser["id"], foreign["id"]), (foreign["id"], winner["id"]))
+    for pair in (*pairs, (loser["id"], loser["id"])):
         with pytest.raises(Conflict) as refused:
             memory_supersede_with_existing(loser_id=pair[0], winner_id=pair[1], actor=Actor.system(), reason="test")
         assert refused.value.error_code == "MEMORY_NOT_ACTIVE"
-    assert Memory.objects.get(pk=loser["id"]).status == "active"
+    assert Memory.objects.filter(pk__in=[loser["id"], foreign["id"]], status="active").count() == 2
     memory_supersede_with_existing(loser_id=loser["id"], winner_id=winner["id"], actor=Actor.system(), reason="test")
+    # Linked both ways: the loser forward to the winner, the winner (which superseded nothing yet) back to the loser.
     assert Memory.objects.get(pk=loser["id"]).superseded_by_id == Memory.objects.get(pk=winner["id"]).pk
+    assert Memory.objects.get(pk=winner["id"]).supersedes_id == Memory.objects.get(pk=loser["id"]).pk
+    # A winner that already supersedes a memory keeps that back link; the new loser still links forward to it.
+    another = _remember(client, content="Deploys on Mondays.")
+    memory_supersede_with_existing(loser_id=another["id"], winner_id=winner["id"], actor=Actor.system(), reason="test")
+    assert Memory.objects.get(pk=another["id"]).superseded_by_id == Memory.objects.get(pk=winner["id"]).pk
+    assert Memory.objects.get(pk=winner["id"]).supersedes_id == Memory.objects.get(pk=loser["id"]).pk
 
 
 # -- accepting a proposed revision -----------------------------------------------------------------
@@ -419,6 +428,29 @@ def test_a_redaction_removes_what_was_derived_from_the_memory(acme: dict[str, An
     hooks = list(REDACTION_HOOKS)
     register_redaction_hook(hooks[0])
     assert hooks == REDACTION_HOOKS
+
+
+@pytest.mark.django_db
+def test_a_revision_of_an_earlier_version_is_refused_and_proposes_nothing(acme: dict[str, Any]) -> None:
+    # A writer without authority over the author gets a proposal instead of a new version — but only of a
+    # current memory: a proposal never retires what it revises, so nothing later would catch a stale one.
+    from support import principal, remember
+
+    from cortex_site.errors import Conflict
+    from memories.services import tenancy
+    from memories.services.memories import memory_supersede
+
+    original = remember(acme["manager"], "Standups are at 9:30.", scope="engineering", clearance_min="Contractor")
+    memory_supersede(principal=principal(acme["manager"]), memory_id=original.pk, changes={"content": "Standups are at 9:45."})
+    tenancy.grant_set(membership=acme["contractor"], scope=original.scope, can_write=True)
+    contractor = principal(acme["contractor"])
+    assert contractor.can_propose_revision(Memory.objects.get(pk=original.pk))
+    with pytest.raises(Conflict) as refused:
+        memory_supersede(principal=contractor, memory_id=original.pk, changes={"content": "Standups are at 10."})
+    assert refused.value.error_code == "MEMORY_NOT_ACTIVE"
+    assert "only active memories can be superseded" in refused.value.message
+    assert not Memory.objects.filter(status="proposed").exists()
+    assert Memory.objects.filter(content="Standups are at 10.").count() == 0
 
 
 @pytest.mark.django_db

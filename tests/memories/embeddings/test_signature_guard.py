@@ -8,6 +8,7 @@ changed while the provider and the number of dimensions stay the same."""
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -15,29 +16,35 @@ import pytest
 from support import assert_envelope
 from support.stub_server import ANY_PATH, Received, StubResponse, StubServer
 
+from cortex_site.errors import ServiceUnavailable
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.hashing import DEFAULT_DIM
 from memories.embeddings.hashing import MODEL_NAME as HASH_MODEL
-from memories.embeddings.store import EmbeddingModelMismatch, check_signature, embed_for_store, signature_of
+from memories.embeddings.store import (
+    BackgroundEmbedding,
+    EmbeddingModelMismatch,
+    check_signature,
+    embed_for_store,
+    signature_of,
+)
 from memories.models import EmbeddingSignature, Memory, MemoryChunk
 
 
 def _serve_embeddings(stub_server: StubServer, payload: Callable[[str], Any]) -> None:
-    template = payload("openai_embeddings")
+    stub_server.route("POST", ANY_PATH, lambda request: StubResponse(json=_answer(payload, request.json())))
 
-    def respond(request: Received) -> StubResponse:
-        body = request.json()
-        answer = copy.deepcopy(template)
-        item = answer["data"][0]
-        dim = int(body.get("dimensions") or DEFAULT_DIM)
-        answer["data"] = [
-            dict(item, index=i, embedding=[float(len(text) + 1)] + [float(j % 3) for j in range(1, dim)])
-            for i, text in enumerate(body["input"])
-        ]
-        answer["model"] = body["model"]
-        return StubResponse(json=answer)
 
-    stub_server.route("POST", ANY_PATH, respond)
+def _answer(payload: Callable[[str], Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The recorded embeddings answer, one vector per input text (each row differs by its text's length)."""
+    answer = copy.deepcopy(payload("openai_embeddings"))
+    item = answer["data"][0]
+    dim = int(body.get("dimensions") or DEFAULT_DIM)
+    answer["data"] = [
+        dict(item, index=i, embedding=[float(len(text) + 1)] + [float(j % 3) for j in range(1, dim)])
+        for i, text in enumerate(body["input"])
+    ]
+    answer["model"] = body["model"]
+    return answer
 
 
 def _openai(use_embedder: Any, stub_server: StubServer, model: str) -> None:
@@ -193,3 +200,76 @@ def test_a_provider_that_cannot_or_will_not_embed_answers_503_and_stores_nothing
     assert f"HTTP {status}" in body["message"]
     assert not Memory.objects.exists() and not EmbeddingSignature.objects.exists()
     assert len(stub_server.received) >= 1  # the SDK really asked the (stub) provider
+
+
+# -- embedding while the writer writes (BackgroundEmbedding, what memory_create_many uses) -------------
+@pytest.mark.django_db
+def test_background_embedding_runs_while_the_caller_goes_on_and_signs_an_empty_store_when_its_vectors_arrive(
+    use_embedder: Any, stub_server: StubServer, payload: Any
+) -> None:
+    # The provider answers only when the test says so: construction must return while it is still embedding.
+    asked, release, answered = threading.Event(), threading.Event(), threading.Event()
+
+    def respond(request: Received) -> StubResponse:
+        asked.set()
+        release.wait(timeout=5)  # a constructor that waited for the vectors would wait this out
+        answered.set()
+        return StubResponse(json=_answer(payload, request.json()))
+
+    stub_server.route("POST", ANY_PATH, respond)
+    _openai(use_embedder, stub_server, "text-embedding-3-small")
+    embedding = BackgroundEmbedding(["a text to store", "and another"])
+    assert asked.wait(timeout=10), "the provider was never asked"
+    answered_during_construction = answered.is_set()
+    # Not signed before the vectors exist: a provider that fails leaves the store free for another model.
+    assert not EmbeddingSignature.objects.exists()
+    release.set()
+    assert not answered_during_construction
+    assert embedding.in_process is False
+    vectors = embedding.result()
+    assert vectors.shape == (2, DEFAULT_DIM)
+    stored = EmbeddingSignature.objects.get()
+    assert (stored.provider, stored.model, stored.dim) == ("openai", "text-embedding-3-small", DEFAULT_DIM)
+
+
+@pytest.mark.django_db
+def test_background_embedding_that_fails_signs_nothing_and_raises_what_embed_for_store_would(
+    use_embedder: Any, stub_server: StubServer
+) -> None:
+    error = {"error": {"message": "Incorrect API key provided", "type": "invalid_request_error"}}
+    stub_server.route("POST", ANY_PATH, StubResponse(status=401, json=error))
+    _openai(use_embedder, stub_server, "text-embedding-3-small")
+    embedding = BackgroundEmbedding(["never stored"])
+    with pytest.raises(ServiceUnavailable) as failed:
+        embedding.result()
+    assert failed.value.error_code == "EMBEDDING_UNAVAILABLE"
+    assert not EmbeddingSignature.objects.exists()
+
+
+@pytest.mark.django_db
+def test_background_embedding_on_a_signed_store_checks_once_and_asks_nothing_more(
+    acme: dict[str, Any], api: Any, django_assert_num_queries: Any
+) -> None:
+    assert _post(api(acme["employee"]), "The first memory signs the store.").status_code == 201
+    embedding = BackgroundEmbedding(["a text to store"])
+    assert embedding.in_process is True  # the hash model runs in this process
+    with django_assert_num_queries(0):
+        # The writer asks for the vectors inside its transaction (and, for a hosted provider, once before):
+        # a signed store costs no further round trip.
+        assert embedding.result().shape == (1, DEFAULT_DIM)
+        assert embedding.result().shape == (1, DEFAULT_DIM)
+    assert EmbeddingSignature.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_background_embedding_that_signed_the_store_reads_nothing_when_asked_again(
+    use_embedder: Any, stub_server: StubServer, payload: Any, django_assert_num_queries: Any
+) -> None:
+    # A hosted provider's vectors are asked for twice by the writer (before its transaction and inside it).
+    _serve_embeddings(stub_server, payload)
+    _openai(use_embedder, stub_server, "text-embedding-3-small")
+    embedding = BackgroundEmbedding(["a text to store"])
+    embedding.result()
+    assert EmbeddingSignature.objects.count() == 1
+    with django_assert_num_queries(0):
+        assert embedding.result().shape == (1, DEFAULT_DIM)
