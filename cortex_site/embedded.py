@@ -32,6 +32,7 @@ import hashlib
 import importlib.util
 import os
 import platform
+import re
 import secrets
 import shutil
 import socket
@@ -86,6 +87,40 @@ REDIS_DISABLED_COMMANDS = (
 )
 # Unix socket paths are limited to ~107 bytes on Linux.
 _MAX_SOCKET_PATH = 100
+
+
+# PostgreSQL's buffer cache: a quarter of the memory this machine (or its container) has — the usual
+# starting point for a server of its own — at least 128 MB, at most 4 GB. Recall reads the chunk
+# table, its HNSW graph and its full-text index together; once they outgrow the cache every query
+# copies its pages again from the kernel's (at 100k memories with 256 MB: p95 40 ms against 25,
+# docs/benchmarks.md). Only pages the server touches take memory. CORTEX_PG_SHARED_BUFFERS
+# ("512MB", "2GB") overrides it.
+SHARED_BUFFERS_MIN_MB = 128
+SHARED_BUFFERS_MAX_MB = 4096
+
+
+def _memory_limit_bytes() -> int:
+    """The machine's memory, or its cgroup's limit when that is lower (a container)."""
+    total = int(psutil.virtual_memory().total)
+    with contextlib.suppress(OSError, ValueError):
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        if limit != "max":
+            total = min(total, int(limit))
+    return total
+
+
+def shared_buffers() -> str:
+    """The embedded server's shared_buffers setting (see SHARED_BUFFERS_MIN_MB)."""
+    configured = os.environ.get("CORTEX_PG_SHARED_BUFFERS", "").strip()
+    if configured:
+        if not re.fullmatch(r"\d+(kB|MB|GB|TB)", configured):
+            raise EmbeddedServiceError(
+                f"CORTEX_PG_SHARED_BUFFERS={configured!r} is not a size PostgreSQL reads: "
+                "write a whole number with kB, MB, GB or TB, e.g. 512MB or 2GB."
+            )
+        return configured
+    quarter = _memory_limit_bytes() // 4 // (1024 * 1024)
+    return f"{max(SHARED_BUFFERS_MIN_MB, min(SHARED_BUFFERS_MAX_MB, quarter))}MB"
 
 
 class EmbeddedServiceError(RuntimeError):
@@ -394,7 +429,7 @@ class EmbeddedPostgres:
             "-c unix_socket_permissions=0700",
             "-c password_encryption=scram-sha-256",
             "-c max_connections=200",
-            "-c shared_buffers=256MB",
+            f"-c shared_buffers={shared_buffers()}",
             "-c maintenance_work_mem=256MB",
         ]
         if not self.durable:

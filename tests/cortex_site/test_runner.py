@@ -21,7 +21,14 @@ import psycopg
 import pytest
 import redis
 
-from cortex_site.embedded import EmbeddedPostgres, EmbeddedRedis, EmbeddedServiceError, free_port, remove_tree
+from cortex_site.embedded import (
+    EmbeddedPostgres,
+    EmbeddedRedis,
+    EmbeddedServiceError,
+    free_port,
+    remove_tree,
+    shared_buffers,
+)
 from cortex_site.runner import RunLock
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -97,6 +104,30 @@ def test_postgres_keeps_its_data_across_restarts_and_stale_pid_files(home: Path)
     assert EmbeddedPostgres(home / "pg").start() == url
     with psycopg.connect(url) as conn:
         assert conn.execute("SELECT note FROM kept").fetchall() == [("still here",)]
+
+
+def test_postgres_buffer_cache_is_a_quarter_of_the_memory_within_bounds_or_as_configured(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("CORTEX_PG_SHARED_BUFFERS", raising=False)
+    memory = psutil.virtual_memory().total
+    cgroup = Path("/sys/fs/cgroup/memory.max")
+    if cgroup.exists() and cgroup.read_text().strip() != "max":
+        memory = min(memory, int(cgroup.read_text()))
+    expected = max(128, min(4096, memory // 4 // 2**20))
+    assert shared_buffers() == f"{expected}MB"
+    # Configured: PostgreSQL runs with what was asked.
+    monkeypatch.setenv("CORTEX_PG_SHARED_BUFFERS", "160MB")
+    postgres = EmbeddedPostgres(home / "pg")
+    with psycopg.connect(postgres.start()) as conn:
+        assert conn.execute("SHOW shared_buffers").fetchone() == ("160MB",)
+    postgres.stop()
+    # A size PostgreSQL would not read is refused before the server is asked to start, saying how to write one.
+    for wrong in ("lots", "1.5GB", "512 mb"):
+        monkeypatch.setenv("CORTEX_PG_SHARED_BUFFERS", wrong)
+        with pytest.raises(EmbeddedServiceError, match=r"e\.g\. 512MB or 2GB"):
+            EmbeddedPostgres(home / "pg").start()
+        assert not EmbeddedPostgres(home / "pg").is_running()
 
 
 def test_postgres_refuses_a_pid_file_naming_a_live_stranger(home: Path) -> None:
