@@ -115,6 +115,23 @@ def compact_term_counts(batch_size: int = COMPACT_BATCH) -> int:
     return compaction.folded
 
 
+@shared_task(
+    name="memories.sync_scope_indexes",
+    acks_late=True,
+    autoretry_for=RETRYABLE,
+    retry_backoff=5,
+    max_retries=3,
+    soft_time_limit=3300,
+    time_limit=3600,
+)
+def sync_scope_indexes() -> dict[str, list[int]]:
+    """Build the vector indexes of scopes that have grown large and drop those no longer wanted (one at a time)."""
+    from memories.services.scope_indexes import scope_indexes_sync
+
+    outcome = scope_indexes_sync()
+    return {"built": outcome.built, "dropped": outcome.dropped}
+
+
 @shared_task(name="memories.finalise_redaction_holds", acks_late=True, autoretry_for=RETRYABLE, retry_backoff=5, max_retries=3)
 def finalise_redaction_holds(batch_size: int = 200) -> int:
     """Make one bounded batch of expired redaction holds final; when more remain, the next batch is a new task."""

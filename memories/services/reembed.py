@@ -45,6 +45,8 @@ from memories.embeddings.store import signature_of
 from memories.models import EmbeddingSignature, MemoryChunk
 from memories.retrieval.sql import vector_literal
 from memories.services.memories import embedding_text
+from memories.services.scope_indexes import index_name as scope_index_name
+from memories.services.scope_indexes import scope_indexes
 
 INDEX_NAME = "chunk_embedding_hnsw"
 TABLE = MemoryChunk._meta.db_table
@@ -219,6 +221,9 @@ def _start(plan: ReembedPlan) -> dict[str, Any]:
         _flush_deferred_checks(cursor)
         cursor.execute(f"LOCK TABLE {TABLE} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute(f"DROP INDEX IF EXISTS {INDEX_NAME}")
+        # The scopes' own indexes too: every vector changes; beat's next scope index sync builds them again.
+        for scope_id in scope_indexes():
+            cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(scope_id)}")
         if plan.changes_dimension:
             cursor.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(plan.target[2])}) USING NULL")
         else:

@@ -102,6 +102,25 @@ def test_the_write_pipeline_and_reembed_embed_the_same_text(two_orgs: dict[str, 
     assert_vectors_are_the_pipelines(384)
 
 
+def test_reembed_drops_the_scopes_own_vector_indexes_for_the_next_sync_to_build(two_orgs: dict[str, Membership]) -> None:
+    from memories.services.scope_indexes import index_name, scope_indexes
+
+    scope_id = Memory.objects.get(title="Dock API failover").scope_id
+    with connection.cursor() as cursor:  # as the sync builds it (not concurrently: this test runs in a transaction)
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the rows' deferred checks first, as reembed does
+        cursor.execute(
+            f"CREATE INDEX {index_name(scope_id)} ON memories_memorychunk USING hnsw (embedding vector_cosine_ops) "
+            f"WHERE scope_id = {scope_id}"
+        )
+    assert scope_indexes() == {scope_id: True}
+
+    run("--refresh", "--yes")
+
+    # Every vector changed: an index of the old ones would only cost every write until the next sync rebuilds it.
+    assert scope_indexes() == {}
+    assert index_definition() is not None
+
+
 def test_nothing_to_do_when_the_store_already_matches(two_orgs: dict[str, Membership]) -> None:
     out = run("--yes")
 

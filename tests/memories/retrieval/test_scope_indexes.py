@@ -1,0 +1,236 @@
+"""Vector indexes of one scope each (memories/services/scope_indexes.py): built for scopes that are large
+and not most of the table, used by PostgreSQL for a filter that names one scope, dropped when their scope
+shrinks or is gone, rebuilt after an interrupted build — and never a change to what anyone may read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.conf import settings as django_settings
+from django.db import connection
+from django.utils import timezone
+from support import principal, remember
+
+from memories.embeddings.factory import get_embedder
+from memories.models import Memory, Scope
+from memories.retrieval import sql
+from memories.selectors.recall import RecallQuery, recall
+from memories.services.memories import memory_delete
+from memories.services.scope_indexes import PREFIX, index_name, scope_indexes, scope_indexes_sync
+from memories.tasks import sync_scope_indexes
+
+# CREATE INDEX CONCURRENTLY cannot run inside the transaction a plain django_db test is wrapped in.
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+# Unrelated facts (post-write conflict detection runs as it does in production: look-alikes would supersede each other).
+ENGINEERING = [
+    "The robot fleet firmware ships on Tuesdays after the canary run.",
+    "Our CI pipeline runs the integration suite on every merge to main.",
+    "Kubernetes nodes are patched monthly by the platform team.",
+    "The on-call rotation hands over every Monday at ten.",
+    "Grafana dashboards live in the observability folder.",
+    "Database backups are verified weekly by restoring them to staging.",
+]
+SALES = [
+    "The partner discount is ten percent for resellers.",
+    "Enterprise renewals are negotiated ninety days before expiry.",
+    "Quotes above fifty thousand euros need the sales director's approval.",
+    "The CRM of record is HubSpot.",
+    "Trade show leads are entered within two days.",
+    "Demo accounts expire after fourteen days.",
+]
+HANDBOOK = ["The office closes at six.", "Parental leave is sixteen weeks."]
+
+
+@pytest.fixture(autouse=True)
+def _no_index_outlives_the_test() -> Iterator[None]:
+    yield
+    with connection.cursor() as cursor:
+        for scope_id in scope_indexes():
+            cursor.execute(f"DROP INDEX IF EXISTS {index_name(scope_id)}")
+
+
+@pytest.fixture
+def world(acme: dict[str, Any], settings: Any) -> dict[str, Any]:
+    """Engineering and sales hold 6 of the 14 chunks each (large, under half), the handbook 2 (small)."""
+    settings.CORTEX_SCOPE_INDEX_MIN_CHUNKS = 4
+    for text in ENGINEERING:
+        remember(acme["employee"], text, scope="engineering", clearance_min="Contractor")
+    for text in SALES:
+        remember(acme["manager"], text, scope="sales")
+    for text in HANDBOOK:
+        remember(acme["exec"], text, scope="handbook")
+    scopes = {scope.slug: scope.pk for scope in Scope.objects.filter(organization=acme["org"])}
+    return {**acme, "scopes": scopes}
+
+
+def _definition(scope_id: int) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index_name(scope_id)])
+        return str(cursor.fetchone()[0])
+
+
+def test_a_large_scope_gets_its_own_index_a_small_one_none_and_running_again_changes_nothing(world: dict[str, Any]) -> None:
+    engineering, sales = world["scopes"]["engineering"], world["scopes"]["sales"]
+    first = scope_indexes_sync()
+    assert (first.built, first.dropped, first.skipped) == (sorted([engineering, sales]), [], False)
+    assert scope_indexes() == {engineering: True, sales: True}
+    for scope_id in (engineering, sales):
+        definition = _definition(scope_id)
+        assert "USING hnsw (embedding vector_cosine_ops)" in definition and "m='16'" in definition
+        assert definition.endswith(f"WHERE (scope_id = {scope_id})")
+    again = scope_indexes_sync()
+    assert (again.built, again.dropped, again.kept) == ([], [], sorted([engineering, sales]))
+    # Beat's task runs the same sync.
+    assert sync_scope_indexes() == {"built": [], "dropped": []}
+    assert "memories.sync_scope_indexes" in {entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
+
+
+def test_a_scope_holding_more_than_half_of_the_chunks_gets_none(world: dict[str, Any]) -> None:
+    # Engineering alone: 6 of 8 chunks once sales is gone; its readers are served by the table's own index.
+    for memory_id in Memory.objects.filter(organization=world["org"], scope__slug="sales").values_list("pk", flat=True):
+        memory_delete(principal=principal(world["exec"]), memory_id=memory_id)
+    assert scope_indexes_sync().built == []
+    assert scope_indexes() == {}
+
+
+def _plan(where: sql.ChunkFilter) -> str:
+    """What PostgreSQL does for a nearest-chunks query under `where`, as recall orders it, with sequential and
+    bitmap scans ruled out (a table this small would otherwise be read whole, whatever the indexes)."""
+    clause, params = where.sql()
+    vector = sql.vector_literal(get_embedder().embed(["robot fleet firmware"])[0])
+    with connection.cursor() as cursor:
+        cursor.execute("SET enable_seqscan = off")
+        cursor.execute("SET enable_bitmapscan = off")
+        try:
+            cursor.execute(
+                f"EXPLAIN SELECT c.id FROM memories_memorychunk AS c WHERE {clause} AND c.embedding IS NOT NULL "  # noqa: S608
+                "ORDER BY c.embedding <=> %s::vector LIMIT 40",
+                [*params, vector],
+            )
+            return "\n".join(row[0] for row in cursor.fetchall())
+        finally:
+            cursor.execute("RESET enable_seqscan")
+            cursor.execute("RESET enable_bitmapscan")
+
+
+def test_a_filter_naming_one_scope_is_served_by_that_scopes_index_and_one_naming_several_by_none(
+    world: dict[str, Any],
+) -> None:
+    engineering, sales = world["scopes"]["engineering"], world["scopes"]["sales"]
+    scope_indexes_sync()
+    reader = principal(world["exec"])
+
+    def plan_for(scope_ids: list[int]) -> str:
+        return _plan(
+            sql.ChunkFilter(
+                organization_id=reader.organization_id,
+                scope_ids=scope_ids,
+                clearance_rank=reader.clearance_rank,
+                moment=timezone.now(),
+                earlier_versions=True,
+            )
+        )
+
+    for scope_id in (engineering, sales):
+        plan = plan_for([scope_id])
+        assert f"Index Scan using {index_name(scope_id)} " in plan, plan
+        # The read rule is still applied to what the index returns.
+        assert "clearance_rank <=" in plan and "organization_id =" in plan
+    # Two scopes: no one scope's index holds all their chunks, so none may answer.
+    assert PREFIX not in plan_for([engineering, sales])
+
+
+def test_recall_through_a_scope_index_finds_what_the_tables_index_finds_and_nothing_hidden(world: dict[str, Any]) -> None:
+    # The contractor reads engineering (granted) and the handbook (all members) below their clearance; narrowed
+    # to engineering, their nearest chunks come from engineering's own index once it exists.
+    contractor = principal(world["contractor"])
+    hidden = remember(
+        world["manager"], "The robot fleet firmware budget is confidential.", scope="engineering", clearance_min="Manager"
+    )
+    where = sql.ChunkFilter(
+        organization_id=contractor.organization_id,
+        scope_ids=[world["scopes"]["engineering"]],
+        clearance_rank=contractor.clearance_rank,
+        moment=timezone.now(),
+        earlier_versions=True,
+    )
+    vector = get_embedder().embed(["robot fleet firmware Tuesday"])[0]
+    query = RecallQuery(query="robot fleet firmware Tuesday", scopes=["engineering"], limit=10)
+
+    def found() -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        with connection.cursor() as cursor:  # index paths only, as on a large table
+            cursor.execute("SET enable_seqscan = off")
+            cursor.execute("SET enable_bitmapscan = off")
+            try:
+                nearest = [(str(hit.memory_id), round(hit.similarity, 6)) for hit in sql.dense_hits(vector, where, 40)]
+                hits = [(str(hit.memory.pk), hit.score) for hit in recall(contractor, query, audit=False).hits]
+                return nearest, hits
+            finally:
+                cursor.execute("RESET enable_seqscan")
+                cursor.execute("RESET enable_bitmapscan")
+
+    without = found()
+    assert scope_indexes_sync().built == [world["scopes"]["engineering"], world["scopes"]["sales"]]
+    assert _plan(where).count(f"Index Scan using {index_name(world['scopes']['engineering'])} ") == 1
+    with_index = found()
+    assert with_index == without
+    nearest, hits = with_index
+    # Every engineering chunk the contractor may see, nearest first, and none above their clearance.
+    engineering = Memory.objects.filter(organization=world["org"], scope__slug="engineering", clearance_rank=0)
+    assert {memory_id for memory_id, _ in nearest} == {str(pk) for pk in engineering.values_list("pk", flat=True)}
+    assert len(nearest) == len(ENGINEERING) and str(hidden.pk) not in {memory_id for memory_id, _ in nearest + hits}
+    assert hits[0][0] == str(Memory.objects.get(content=ENGINEERING[0]).pk)
+
+
+def test_an_interrupted_build_is_made_again_and_a_shrunk_or_vanished_scopes_index_is_dropped(world: dict[str, Any]) -> None:
+    engineering, sales = world["scopes"]["engineering"], world["scopes"]["sales"]
+    gone = max(world["scopes"].values()) + 100
+    with connection.cursor() as cursor:
+        # A concurrent build that failed half-way leaves an invalid index under the name (here: a unique
+        # index the duplicated organization ids refuse).
+        with pytest.raises(Exception, match="could not create unique index"):
+            cursor.execute(
+                f"CREATE UNIQUE INDEX CONCURRENTLY {index_name(sales)} ON memories_memorychunk (organization_id) "
+                f"WHERE scope_id = {sales}"
+            )
+        # And an index left from a scope that no longer exists.
+        cursor.execute(
+            f"CREATE INDEX {index_name(gone)} ON memories_memorychunk USING hnsw (embedding vector_cosine_ops) "
+            f"WHERE scope_id = {gone}"
+        )
+    assert scope_indexes() == {sales: False, gone: True}
+    outcome = scope_indexes_sync()
+    assert outcome.dropped == [gone] and outcome.built == [engineering, sales]
+    assert scope_indexes() == {engineering: True, sales: True}
+    assert "USING hnsw" in _definition(sales)
+    # Engineering shrinks to one chunk, under half the threshold: its index goes.
+    for memory_id in Memory.objects.filter(organization=world["org"], scope__slug="engineering").values_list("pk", flat=True)[:5]:
+        memory_delete(principal=principal(world["exec"]), memory_id=memory_id)
+    shrunk = scope_indexes_sync()
+    assert (shrunk.dropped, shrunk.built) == ([engineering], [])
+    assert scope_indexes() == {sales: True}
+
+
+def test_one_sync_at_a_time_and_never_inside_a_transaction(world: dict[str, Any], django_db_blocker: Any) -> None:
+    import psycopg
+    from django.db import transaction
+
+    with transaction.atomic(), pytest.raises(RuntimeError, match="cannot run inside a transaction"):
+        scope_indexes_sync()
+    # Another session holds the sync's lock: this one builds nothing and says so.
+    with psycopg.connect(**_connection_arguments(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(73020003)")
+        outcome = scope_indexes_sync()
+        assert outcome.skipped and outcome.built == [] and scope_indexes() == {}
+    assert scope_indexes_sync().built == sorted([world["scopes"]["engineering"], world["scopes"]["sales"]])
+
+
+def _connection_arguments() -> dict[str, Any]:
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    return params
