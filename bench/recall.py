@@ -16,7 +16,12 @@ What it measures (docs/benchmarks.md has the numbers and how to read them):
   top-10 with `recall(exact=True)`;
 - **ingest**: memories/s through the real write pipeline with the `hash` and the `local`
   embedder (300–800 characters each): `memory_create`, one memory per call, and
-  `memory_create_many` in batches of 25, as `cortex import` writes JSONL.
+  `memory_create_many` in batches of 25, as `cortex import` writes JSONL;
+- **writes into a scope with its own vector index** (`--indexed-writes`): batches into such a
+  scope with its index and without it, alternating, each rolled back.
+
+Before measuring, each corpus gets the per-scope vector indexes beat's sync would give it
+(memories/services/scope_indexes.py); the first run on a corpus builds them.
 
 How the corpora are loaded: memories come from bench/synthetic.py (seeded); they are chunked by
 the real chunker, embedded with the `hash` embedder (what Cortex is configured with in that
@@ -113,6 +118,8 @@ def drive(args: argparse.Namespace) -> int:
             extra = ["--reload"] if args.reload else []
             if args.capture:
                 extra += ["--capture", str(Path(args.capture).resolve())]
+            if args.indexed_writes:
+                extra += ["--indexed-writes"]
             results["phases"].append(run_phase(env, "recall", str(size), str(args.queries), *extra))
     output = Path(args.json or HOME / "results.json")
     output.write_text(json.dumps(results, indent=2))
@@ -445,7 +452,9 @@ def load_corpus(size: int) -> tuple[Any, Any, Any, float]:
     return org, executive, contractor, time.perf_counter() - started
 
 
-def phase_recall(size: int, query_count: int, reload: bool, capture: str | None = None) -> dict[str, Any]:
+def phase_recall(
+    size: int, query_count: int, reload: bool, capture: str | None = None, indexed_writes: bool = False
+) -> dict[str, Any]:
     setup_django(reload=reload)
     from memories.embeddings.factory import get_embedder
     from memories.models import Membership, MemoryChunk, Organization
@@ -487,7 +496,51 @@ def phase_recall(size: int, query_count: int, reload: bool, capture: str | None 
     result["loadavg"] = f"{before} → {loadavg()}"
     if capture:
         capture_results(Path(capture), size, query_count, {"Executive": executive, "Contractor": contractor})
+    if indexed_writes:
+        result["indexed_scope_writes"] = measure_indexed_scope_writes(executive)
     return result
+
+
+INDEXED_WRITES = 500
+
+
+def measure_indexed_scope_writes(writer: Any) -> dict[str, Any] | None:
+    """What a scope's own vector index costs its writers: INDEXED_WRITES new memories into the first scope
+    that has one, in batches of BULK_BATCH through memory_create_many, with the index and then without it
+    (dropped inside the transaction), each run rolled back so the corpus stays as it was (the batches commit
+    as savepoints: no fsync per batch, in both runs alike)."""
+    from django.db import connection, transaction
+    from synthetic import memory
+
+    from memories.models import Memory, MemoryChunk, Scope
+    from memories.services.memories import MemoryDraft, memory_create_many
+    from memories.services.scope_indexes import index_name, scope_indexes
+
+    indexed = [scope_id for scope_id, valid in scope_indexes().items() if valid]
+    scope = Scope.objects.filter(pk__in=indexed, organization_id=writer.organization_id).order_by("pk").first()
+    if scope is None:
+        return None
+    salt = int(time.time())
+    rates: dict[str, list[float]] = {"without_index": [], "with_index": []}
+    for attempt, with_index in enumerate((False, True, False, True)):  # alternating: neither run always goes first
+        items = [memory(INGEST_SEED + salt + attempt, i, allow_long=False) for i in range(INDEXED_WRITES)]
+        drafts = [MemoryDraft(title=m.title, content=m.content, scope=scope.slug, category=m.category) for m in items]
+        with transaction.atomic():
+            if not with_index:
+                with connection.cursor() as cursor:
+                    cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
+                    cursor.execute(f"DROP INDEX {index_name(scope.pk)}")
+            started = time.perf_counter()
+            for start in range(0, len(drafts), BULK_BATCH):
+                memory_create_many(principal=writer, drafts=drafts[start : start + BULK_BATCH])
+            rates["with_index" if with_index else "without_index"].append(round(len(drafts) / (time.perf_counter() - started), 1))
+            transaction.set_rollback(True)
+    # The rolled-back rows are dead tuples the HNSW graphs still point at: cleaned now, so that they change
+    # no later measurement of this corpus.
+    with connection.cursor() as cursor:
+        cursor.execute(f"VACUUM {Memory._meta.db_table}, {MemoryChunk._meta.db_table}")
+    print(f"writes into {scope.slug} with its own index and without (memories/s): {rates}", flush=True)
+    return {"scope": scope.slug, "memories": INDEXED_WRITES, "memories_per_s": rates}
 
 
 # A fixed moment for captured results: recency (and so every score) depends on the time of the
@@ -744,6 +797,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--capture",
         help="write every hit field of the bench queries' top-10 to this file (or, when it exists, compare with it)",
     )
+    parser.add_argument(
+        "--indexed-writes",
+        action="store_true",
+        help="also time writes into a scope with its own vector index, with it and without (rolled back; "
+        "the corpus is vacuumed after, which moves its HNSW graphs slightly)",
+    )
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.profile:
@@ -754,7 +813,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if kind == "ingest":
         result = phase_ingest(rest[0], int(rest[1]))
     else:
-        result = phase_recall(int(rest[0]), int(rest[1]), reload=args.reload, capture=args.capture)
+        result = phase_recall(
+            int(rest[0]), int(rest[1]), reload=args.reload, capture=args.capture, indexed_writes=args.indexed_writes
+        )
     print("RESULT " + json.dumps(result, default=str), flush=True)
     return 0
 
