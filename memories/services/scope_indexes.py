@@ -113,14 +113,14 @@ def _drop(scope_id: int) -> None:
         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(scope_id)}")
 
 
-def scope_indexes_sync(*, min_chunks: int | None = None) -> ScopeIndexSync:
+def scope_indexes_sync() -> ScopeIndexSync:
     """Build the per-scope indexes that are due and drop those no longer wanted (see the module docstring).
 
     Runs outside any transaction (CONCURRENTLY needs it); one at a time — a second caller returns at
     once with `skipped`. Running it again changes nothing."""
     if connection.in_atomic_block:
         raise RuntimeError("scope_indexes_sync builds indexes concurrently and cannot run inside a transaction")
-    threshold = settings.CORTEX_SCOPE_INDEX_MIN_CHUNKS if min_chunks is None else min_chunks
+    threshold = settings.CORTEX_SCOPE_INDEX_MIN_CHUNKS
     outcome = ScopeIndexSync()
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_try_advisory_lock(%s)", [_LOCK_KEY])
@@ -130,17 +130,14 @@ def scope_indexes_sync(*, min_chunks: int | None = None) -> ScopeIndexSync:
     try:
         chunks = _chunks_per_scope()
         table = sum(chunks.values())
-        existing = scope_indexes()
-        for scope_id, valid in sorted(existing.items()):
+        for scope_id, valid in sorted(scope_indexes().items()):
             count = chunks.get(scope_id)
-            if count is None or count < threshold / 2 or count > DROP_SHARE * table or not valid:
-                _drop(scope_id)
-                if valid:
-                    outcome.dropped.append(scope_id)
-                    continue
-                existing.pop(scope_id)  # an interrupted build: made again below when still due
-            else:
+            if valid and count is not None and threshold / 2 <= count <= DROP_SHARE * table:
                 outcome.kept.append(scope_id)
+                continue
+            _drop(scope_id)  # an interrupted build too: made again below when still due
+            if valid:
+                outcome.dropped.append(scope_id)
         for scope_id, count in sorted(chunks.items()):
             if scope_id not in outcome.kept and count >= threshold and count <= BUILD_SHARE * table:
                 _build(scope_id, count)
