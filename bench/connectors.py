@@ -7,10 +7,10 @@ What it measures (docs/benchmarks.md has the numbers):
 
 - **webhook**: Cortex's web process (uvicorn, as `make run` starts it) with a Celery worker on the
   `connectors` queue; a burst of N signed Slack `event_callback` deliveries (distinct event ids,
-  distinct messages) posted to /api/webhooks/slack/<id> by `--concurrency` client threads at once.
-  Answer latency p50/p95/max as the client saw it (signature check, Delivery row, enqueue, answer),
-  first for deliveries sent one at a time, then for the burst; and how long after the burst began
-  the worker had turned every delivery into a memory (drain time);
+  distinct messages) posted to /api/webhooks/slack/<id> over `--concurrency` keep-alive
+  connections at once (bench/loadgen.py). Answer latency p50/p95/max as the client saw it
+  (signature check, Delivery row, enqueue, answer), first for deliveries sent one at a time,
+  then for the burst; and how long after the burst began the worker had turned every delivery into a memory (drain time);
 - **backfill**: a first sync of `--channels` channels × 50 messages (every 5th one a thread with two
   replies) from the loopback Slack workspace (slack-sdk's WebClient over HTTP to 127.0.0.1), pages run
   back to back through the framework's sync service as the worker runs them; items/s end to end,
@@ -34,9 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
 import harness  # noqa: E402
+from loadgen import post_burst, request_bytes  # noqa: E402
 from recall import database_url, drop_database, ensure_database, loadavg, machine, percentiles  # noqa: E402
 
 HOME = Path(os.environ.get("CORTEX_BENCH_HOME") or Path(tempfile.gettempdir()) / "cortex-bench-connectors").resolve()
@@ -207,7 +206,6 @@ def wait_http(url: str, timeout: float = 60.0) -> None:
 
 def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
     setup_django()
-    import httpx
     from support.slack_workspace import fixture, sign
     from synthetic import memory
 
@@ -245,29 +243,15 @@ def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
             body["event_id"] = f"EvBENCH{i:06d}"
             slack.post(channel, ts, body["event"]["text"], user="U00000001")
             bodies.append(json.dumps(body).encode())
-        local = threading.local()
-
-        def send(body: bytes) -> tuple[float, str]:
-            client = getattr(local, "client", None)
-            if client is None:
-                client = local.client = httpx.Client(timeout=30)
-            headers = {"Content-Type": "application/json", **sign(body)}  # signed just before sending, as Slack does
-            t0 = time.perf_counter()
-            try:
-                status = str(client.post(url, content=body, headers=headers).status_code)
-            except httpx.HTTPError as error:  # counted, not hidden: Slack would retry it
-                status = type(error).__name__
-                local.client = None
-            return (time.perf_counter() - t0) * 1000, status
-
-        for body in bodies[:10]:  # warm-up: connections, first requests
-            send(body)
+        # Signed just before the burst (Slack signs each request with its time; bench/loadgen.py says
+        # why the requests are built ahead).
+        requests = [request_bytes(url, body, {"Content-Type": "application/json", **sign(body)}) for body in bodies]
+        post_burst(url, requests[:10], 2)  # warm-up: first requests of the web processes
         # One at a time first: the answer's own cost, without queueing behind other deliveries.
-        sequential = [send(body) for body in bodies[10 : 10 + SEQUENTIAL]]
+        sequential = post_burst(url, requests[10 : 10 + SEQUENTIAL], 1)
         before = loadavg()
         started = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=concurrency) as pool:
-            outcomes = list(pool.map(send, bodies[10 + SEQUENTIAL :]))
+        outcomes = post_burst(url, requests[10 + SEQUENTIAL :], concurrency)
         burst = time.perf_counter() - started
         statuses: dict[str, int] = {}
         for _, status in outcomes:

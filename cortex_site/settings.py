@@ -206,8 +206,11 @@ if TESTING:
 # it ends. cortex_site/asgi.py turns it on for the web server; workers, beat and the CLI run one
 # long-lived thread each and keep their plain connections.
 DB_POOL = env_bool("DB_POOL", False)
-DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", 2, minimum=0)
 DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
+# Kept full by default: a pool that grows when a burst arrives makes its first requests wait for
+# new connections (a backend forked and a SCRAM exchange each, on the CPU the burst needs) — the
+# slowest answers of bench/github_webhooks.py's burst were those (docs/benchmarks.md).
+DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", DB_POOL_MAX_SIZE, minimum=0)
 # Threads per web server process that run Django's views (cortex_site/asgi.py); as many as the
 # process's pool lends connections by default, so a request never waits for one behind a busy thread.
 WEB_THREADS = env_int("WEB_THREADS", DB_POOL_MAX_SIZE, minimum=1)

@@ -61,7 +61,7 @@ def test_the_web_server_draws_connections_from_a_pool_and_other_processes_do_not
     web = _python(f"import json, cortex_site.asgi; {PRINT_DATABASE}", DB_CONN_MAX_AGE="60", DB_POOL_MAX_SIZE="7")
     assert web.returncode == 0, web.stderr[-3000:]
     # The pool is what persists: Django refuses CONN_MAX_AGE with one, so it is 0 whatever was asked.
-    assert json.loads(web.stdout.splitlines()[-1]) == {"pool": {"min_size": 2, "max_size": 7, "timeout": 10.0}, "max_age": 0}
+    assert json.loads(web.stdout.splitlines()[-1]) == {"pool": {"min_size": 7, "max_size": 7, "timeout": 10.0}, "max_age": 0}
 
     worker = _python(f"import json, django; django.setup(); {PRINT_DATABASE}", DB_CONN_MAX_AGE="60")
     assert worker.returncode == 0, worker.stderr[-3000:]
