@@ -144,7 +144,9 @@ def _lexical_select(
         return None
     clause, params = where.sql()
     selective_query, selective_params = _any_term_query(selective)
-    weighted = " + ".join([f"%s * (c.search_vector @@ {_TERM_QUERY})::int"] * len(terms))
+    # float8, not numeric (what a bare Python float parameter becomes): the sum is computed and sorted
+    # for every match, and numeric arithmetic made that ~7% of the statement.
+    weighted = " + ".join([f"%s::float8 * (c.search_vector @@ {_TERM_QUERY})::int"] * len(terms))
     weighted_params: list[Any] = []
     for term, weight in zip(terms, weights, strict=True):
         weighted_params += [weight, term]

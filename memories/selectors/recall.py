@@ -533,7 +533,12 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
     returned = ranked_pool[: query.limit]
     wanted = [row.pk for *_rest, row, _candidate, _strength in returned]
-    memories = Memory.objects.select_related("scope", "author").in_bulk(wanted) if wanted else {}
+    memories = Memory.objects.select_related("author").in_bulk(wanted) if wanted else {}
+    # Their scopes are among the reader's, which the Principal has loaded already: no join for them.
+    scopes = {scope.pk: scope for scope in principal.readable_scopes()}
+    for memory in memories.values():
+        if memory.scope_id in scopes:
+            memory.scope = scopes[memory.scope_id]
     via_ids = [c.earlier_version_id for *_rest, c, _strength in returned if c.earlier_version_id is not None]
     via = (
         {pk: m for pk, m in Memory.objects.in_bulk(via_ids).items() if principal.can_read_memory(m, history=True)}
