@@ -122,7 +122,8 @@ class MemoryChunk(models.Model):
     search_vector = SearchVectorField(null=True)
     # Denormalised from the memory (kept in step by the services in the same transaction).
     organization = models.ForeignKey(Organization, on_delete=models.CASCADE, related_name="+")
-    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+")
+    # Indexed with the clearance (chunk_scope_clearance below), not alone.
+    scope = models.ForeignKey(Scope, on_delete=models.PROTECT, related_name="+", db_index=False)
     clearance_rank = models.PositiveSmallIntegerField()
     status = models.CharField(max_length=16, choices=Memory.Status.choices)
     valid_from = models.DateTimeField()
@@ -136,6 +137,9 @@ class MemoryChunk(models.Model):
         indexes = [
             # Exact (pre-filtered) scans when a principal sees a small slice of a large organization.
             models.Index(fields=["organization", "scope", "status"], name="chunk_filter"),
+            # A reader's visible rows of their scopes (scope and clearance, the read rule's two ranges):
+            # the full-text matches are intersected with these, not with every row of the scope.
+            models.Index(fields=["scope", "clearance_rank"], name="chunk_scope_clearance"),
             # Built concurrently in their own migration (0003).
             HnswIndex(
                 name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64, opclasses=["vector_cosine_ops"]
