@@ -41,6 +41,12 @@ def create_application() -> BodyLimitASGI:
     """A fresh application (the SDK's session manager runs once per instance; tests build their own)."""
     django_wsgi = get_wsgi_application()  # sets Django up, so the modules below can import models
     from django.conf import settings
+    from django.urls import get_resolver
+
+    # Every view imported now, before the process takes a request: Django loads its URLconf on the
+    # first one, ~0.5 s of CPU here, and a process started under load kept its first requests (a
+    # webhook burst's slowest answers) waiting for it (docs/benchmarks.md).
+    _ = get_resolver().url_patterns
 
     # Django is served as WSGI on a fixed pool of threads (WEB_THREADS), not through its ASGI
     # handler, which starts a thread per request and hops between it and the event loop at every

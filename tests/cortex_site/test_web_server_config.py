@@ -77,3 +77,15 @@ def test_a_pool_smaller_than_its_minimum_stops_start_up_with_a_sentence() -> Non
     result = _python("import django; django.setup()", DB_POOL="1", DB_POOL_MIN_SIZE="5", DB_POOL_MAX_SIZE="2")
     assert result.returncode != 0
     assert "DB_POOL_MAX_SIZE=2 must be at least DB_POOL_MIN_SIZE=5" in result.stderr
+
+
+def test_the_web_server_imports_its_views_before_its_first_request() -> None:
+    # Django would load the URLconf (every view) on the first request a process serves.
+    web = _python("import sys, cortex_site.asgi; print('cortex_site.urls' in sys.modules, 'connectors.webhooks' in sys.modules)")
+    assert web.returncode == 0, web.stderr[-3000:]
+    assert web.stdout.splitlines()[-1] == "True True"
+
+    # A process that only sets Django up (a worker, the CLI) does not pay for it.
+    worker = _python("import sys, django; django.setup(); print('cortex_site.urls' in sys.modules)")
+    assert worker.returncode == 0, worker.stderr[-3000:]
+    assert worker.stdout.splitlines()[-1] == "False"
