@@ -4,6 +4,7 @@
     .venv/bin/python bench/github_webhooks.py --deliveries 500 --concurrency 20
     .venv/bin/python bench/github_webhooks.py --web-concurrency 1               # one web process (default: one per CPU)
     .venv/bin/python bench/github_webhooks.py --without-worker                  # the answers alone (no worker draining)
+    .venv/bin/python bench/github_webhooks.py --connection-per-delivery         # no keep-alive: a connection per delivery
     .venv/bin/python bench/github_webhooks.py --profile --deliveries 300        # no server: each part timed (webhook_profile.py)
 
 Cortex's web process (uvicorn, as `make run` starts it) and a Celery worker on the `connectors`
@@ -72,6 +73,8 @@ def drive(args: argparse.Namespace) -> int:
             env["WEB_CONCURRENCY"] = str(args.web_concurrency)
         if args.without_worker:
             env["BENCH_WITHOUT_WORKER"] = "1"
+        if args.connection_per_delivery:
+            env["BENCH_CONNECTION_PER_DELIVERY"] = "1"
         mode = "--profile-phase" if args.profile else "--phase"
         phase = [str(args.deliveries), str(args.concurrency)] + ([] if args.profile else [str(args.drain_timeout)])
         result = harness.run_phase(Path(__file__).resolve(), env, *phase, flag=mode)
@@ -84,7 +87,8 @@ def drive(args: argparse.Namespace) -> int:
     ms = result["answer_ms"]
     print(
         f"machine: {result['machine']}\n"
-        f"web processes: {result['web_processes']}\n"
+        f"web processes: {result['web_processes']}; "
+        f"connections: {'one per delivery' if result['connection_per_delivery'] else 'keep-alive'}\n"
         f"github webhook: {result['deliveries']} signed merged-PR deliveries, {result['concurrency']} at a time: "
         f"answer p50 {ms['p50']:.1f} ms, p95 {ms['p95']:.1f} ms, max {ms['max']:.1f} ms "
         f"(p95 by fifth of the burst: {', '.join(f'{v:.0f}' for v in result['answer_p95_by_fifth'])} ms); "
@@ -236,7 +240,7 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
         sampler = LockSampler(os.environ["DATABASE_URL"])
         sampler.start()
         started = time.perf_counter()
-        outcomes = post_burst(url, requests[10:], concurrency)
+        outcomes = post_burst(url, requests[10:], concurrency, keep_alive=not os.environ.get("BENCH_CONNECTION_PER_DELIVERY"))
         burst = time.perf_counter() - started
         sampler.stop()
         load_after_burst = loadavg()
@@ -255,6 +259,7 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
             "concurrency": concurrency,
             "web_processes": web_command()[web_command().index("--workers") + 1],
             "worker": worker is not None,
+            "connection_per_delivery": bool(os.environ.get("BENCH_CONNECTION_PER_DELIVERY")),
             "answer_ms": percentiles([ms for ms, _ in outcomes]),
             # Where the slow answers fall: the p95 of each fifth of the burst, in the order sent.
             "answer_p95_by_fifth": [
@@ -302,6 +307,11 @@ def main() -> int:
         "--without-worker",
         action="store_true",
         help="no Celery worker: the answers alone, nothing draining on the same cores (a diagnosis, not the benchmark)",
+    )
+    parser.add_argument(
+        "--connection-per-delivery",
+        action="store_true",
+        help="a new connection for each delivery instead of --concurrency keep-alive ones (bench/loadgen.py)",
     )
     parser.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--profile-phase", nargs=2, help=argparse.SUPPRESS)

@@ -46,7 +46,7 @@ async def _read_response(reader: asyncio.StreamReader) -> tuple[int, bool]:
     return status, headers.get("connection", "").lower() != "close"
 
 
-async def _burst(url: str, requests: Sequence[bytes], concurrency: int) -> list[tuple[float, str]]:
+async def _burst(url: str, requests: Sequence[bytes], concurrency: int, keep_alive: bool) -> list[tuple[float, str]]:
     parts = urlsplit(url)
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     outcomes: list[tuple[float, str]] = [(0.0, "")] * len(requests)
@@ -68,7 +68,7 @@ async def _burst(url: str, requests: Sequence[bytes], concurrency: int) -> list[
                 # Counted, not hidden: the source would show it as a failed delivery.
                 outcome, keep = type(error).__name__, False
             outcomes[index] = ((time.perf_counter() - started) * 1000, outcome)
-            if not keep and connection is not None:
+            if not (keep and keep_alive) and connection is not None:
                 connection[1].close()
                 connection = None
         if connection is not None:
@@ -78,8 +78,13 @@ async def _burst(url: str, requests: Sequence[bytes], concurrency: int) -> list[
     return outcomes
 
 
-def post_burst(url: str, requests: Sequence[bytes], concurrency: int) -> list[tuple[float, str]]:
+def post_burst(url: str, requests: Sequence[bytes], concurrency: int, *, keep_alive: bool = True) -> list[tuple[float, str]]:
     """Send every request (from `request_bytes`) with `concurrency` in flight at once; for each, in
-    order, the milliseconds from its first byte sent to its answer read, and its status (or the
-    error's name)."""
-    return asyncio.run(_burst(url, requests, concurrency))
+    order, the milliseconds from its first byte sent to its answer read (a new connection's connect
+    included), and its status (or the error's name).
+
+    With `keep_alive` each of the `concurrency` connections carries request after request, and stays
+    with the web process that accepted it: uvicorn's processes share one listening socket and the
+    first to wake accepts every connection waiting, so a burst's connections can split unevenly
+    between them (docs/benchmarks.md). Without it every request has a connection of its own."""
+    return asyncio.run(_burst(url, requests, concurrency, keep_alive))
