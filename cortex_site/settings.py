@@ -208,8 +208,8 @@ if TESTING:
 DB_POOL = env_bool("DB_POOL", False)
 DB_POOL_MAX_SIZE = env_int("DB_POOL_MAX_SIZE", 10, minimum=1)
 # Kept full by default: a pool that grows when a burst arrives makes its first requests wait for
-# new connections (a backend forked and a SCRAM exchange each, on the CPU the burst needs) — the
-# slowest answers of bench/github_webhooks.py's burst were those (docs/benchmarks.md).
+# new connections (a backend forked and a SCRAM exchange each, on the CPU the burst needs); see
+# bench/github_webhooks.py's figures in docs/benchmarks.md.
 DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", DB_POOL_MAX_SIZE, minimum=0)
 # Threads per web server process that run Django's views (cortex_site/asgi.py); as many as the
 # process's pool lends connections by default, so a request never waits for one behind a busy thread.
