@@ -84,7 +84,7 @@ def post_burst(url: str, requests: Sequence[bytes], concurrency: int, *, keep_al
     included), and its status (or the error's name).
 
     With `keep_alive` each of the `concurrency` connections carries request after request, and stays
-    with the web process that accepted it: uvicorn's processes share one listening socket and the
-    first to wake accepts every connection waiting, so a burst's connections can split unevenly
-    between them (docs/benchmarks.md). Without it every request has a connection of its own."""
+    with the web process that accepted it (docs/benchmarks.md: before each web process had a
+    listening socket of its own, one of them could take most of a burst's connections). Without it
+    every request has a connection of its own."""
     return asyncio.run(_burst(url, requests, concurrency, keep_alive))

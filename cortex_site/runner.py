@@ -160,7 +160,7 @@ def web_concurrency() -> int:
     """Web server processes: WEB_CONCURRENCY, else one per CPU this process may run on.
 
     Django runs a request's sync code under the GIL, so one process uses at most about one core;
-    uvicorn's workers share the one port (the MCP endpoint is stateless, static files and sessions
+    the processes share the one port (the MCP endpoint is stateless, static files and sessions
     live in files and PostgreSQL/Redis, so any process can answer any request)."""
     value = os.environ.get("WEB_CONCURRENCY", "").strip()
     if not value:
@@ -197,22 +197,9 @@ def web_command(*, reload: bool = False) -> list[str]:
             "*.html",
             "--no-server-header",
         ]
-    return [
-        PYTHON,
-        "-m",
-        "uvicorn",
-        "cortex_site.asgi:application",
-        "--host",
-        host,
-        "--port",
-        port,
-        "--workers",
-        str(web_concurrency()),
-        # Client addresses are taken from X-Forwarded-For by Cortex itself, and only from the proxies
-        # in CORTEX_TRUSTED_PROXIES (audit.middleware); uvicorn's default would believe any loopback client.
-        "--no-proxy-headers",
-        "--no-server-header",
-    ]
+    # Not `uvicorn --workers`: its processes share one listening socket and split keep-alive
+    # connections unevenly; cortex_site/web_server.py gives each process a socket of its own.
+    return [PYTHON, "-m", "cortex_site.web_server", "--host", host, "--port", port, "--workers", str(web_concurrency())]
 
 
 def worker_command() -> list[str]:

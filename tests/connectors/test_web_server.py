@@ -60,7 +60,8 @@ def _web_backends() -> int:
 
 
 @pytest.fixture
-def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]:
+def web_server_process(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """The server's address and its supervising process (the web processes are its children)."""
     port = free_port()
     # web_command() reads where to listen and how many processes from the environment, as `make run` does.
     monkeypatch.setenv("HOST", "127.0.0.1")
@@ -92,7 +93,7 @@ def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"the web server did not start:\n{log.read_text()[-3000:]}") from None
                 time.sleep(0.2)
-        yield url
+        yield url, process
     finally:
         os.killpg(process.pid, signal.SIGTERM)
         try:
@@ -100,6 +101,11 @@ def web_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[str]
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@pytest.fixture
+def web_server(web_server_process: tuple[str, subprocess.Popen[bytes]]) -> str:
+    return web_server_process[0]
 
 
 def _github_answers(stub_server: StubServer) -> None:
@@ -187,3 +193,93 @@ def test_a_delivery_sent_chunked_is_read_whole_and_one_over_the_limit_is_refused
     assert Delivery.objects.filter(connector=connector).count() == 1
     rejected = AuditEvent.objects.get(organization=acme["org"], action="webhook.reject")
     assert rejected.details["error_code"] == "PAYLOAD_TOO_LARGE"
+
+
+def _tcp_sockets(port: int) -> dict[int, str]:
+    """The machine's TCP sockets whose local port is `port`: inode → state (0A listening, 01 established)."""
+    sockets = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                sockets[int(fields[9])] = fields[3]
+    return sockets
+
+
+def _socket_inodes(pid: int) -> set[int]:
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed while we looked
+            continue
+        if target.startswith("socket:["):
+            inodes.add(int(target[len("socket:[") : -1]))
+    return inodes
+
+
+def _web_processes(server: subprocess.Popen[bytes], port: int) -> dict[int, set[int]]:
+    """The server's children that listen on the port: pid → the listening sockets each holds."""
+    listening = {inode for inode, state in _tcp_sockets(port).items() if state == "0A"}
+    children = Path(f"/proc/{server.pid}/task/{server.pid}/children").read_text().split()
+    held = {int(pid): _socket_inodes(int(pid)) & listening for pid in children}
+    return {pid: inodes for pid, inodes in held.items() if inodes}
+
+
+def _listening_web_processes(server: subprocess.Popen[bytes], port: int, *, gone: int | None = None) -> dict[int, set[int]]:
+    """`_web_processes` once every one of them listens (the first answers while another may still be
+    importing Django) and, if given, the process `gone` is not among them."""
+    deadline = time.monotonic() + 90
+    while True:
+        processes = _web_processes(server, port)
+        if len(processes) == PROCESSES and gone not in processes:
+            return processes
+        assert time.monotonic() < deadline, f"{PROCESSES} web processes expected, listening: {processes}"
+        time.sleep(0.2)
+
+
+def _port(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+def test_each_web_process_listens_on_a_socket_of_its_own_and_new_connections_reach_every_one(
+    web_server_process: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    # uvicorn's own --workers shares one socket, and one process could take a burst's connections
+    # while the other idled (docs/benchmarks.md); with SO_REUSEPORT the kernel spreads them.
+    url, server = web_server_process
+    port = _port(url)
+    processes = _listening_web_processes(server, port)
+    assert all(len(inodes) == 1 for inodes in processes.values())
+    assert len(set().union(*processes.values())) == PROCESSES
+
+    clients = [httpx.Client(timeout=30) for _ in range(20)]
+    try:
+        assert {client.get(f"{url}/healthz").status_code for client in clients} == {200}
+        established = {inode for inode, state in _tcp_sockets(port).items() if state == "01"}
+        served = {pid: len(_socket_inodes(pid) & established) for pid in processes}
+        # 20 connections spread by a hash of their addresses: all on one process has odds of 1 in 2^19.
+        assert sum(served.values()) == 20
+        assert all(count > 0 for count in served.values()), served
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_a_web_process_that_dies_is_replaced_on_the_same_socket(
+    web_server_process: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, server = web_server_process
+    port = _port(url)
+    before = _listening_web_processes(server, port)
+    victim = next(iter(before))
+    os.kill(victim, signal.SIGKILL)
+
+    after = _listening_web_processes(server, port, gone=victim)
+    # The socket outlived its process: the replacement listens on it, and no socket was added or lost.
+    assert set().union(*after.values()) == set().union(*before.values())
+    for _ in range(20):  # new connections, whichever socket the kernel hands each to
+        with httpx.Client(timeout=60) as client:
+            assert client.get(f"{url}/healthz").status_code == 200

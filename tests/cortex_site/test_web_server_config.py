@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -89,3 +90,21 @@ def test_the_web_server_imports_its_views_before_its_first_request() -> None:
     worker = _python("import sys, django; django.setup(); print('cortex_site.urls' in sys.modules)")
     assert worker.returncode == 0, worker.stderr[-3000:]
     assert worker.stdout.splitlines()[-1] == "False"
+
+
+def test_the_web_server_refuses_an_address_already_in_use_in_words() -> None:
+    # Its sockets share their port (SO_REUSEPORT) between its own processes only: a port some other
+    # server holds — or a second Cortex — is refused, not quietly split.
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "cortex_site.web_server", "--host", "127.0.0.1", "--port", str(port), "--workers", "2"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 1
+    assert f"127.0.0.1:{port} is already in use" in done.stderr

@@ -1,0 +1,142 @@
+"""The production web server: uvicorn on several processes, each with a listening socket of its own.
+
+`uvicorn --workers N` shares one listening socket between its processes. The first process to wake
+accepts every connection waiting (asyncio's accept loop) and keeps each for its keep-alive life:
+under a webhook burst one process held 17 of 20 connections and queued their answers on its own
+core while the other process idled (docs/benchmarks.md). Here each process listens on a socket of
+its own, all bound to the same address with SO_REUSEPORT, and the kernel spreads new connections
+over them. The sockets are bound by this supervising process and outlive a web process that dies:
+connections that reach its socket wait there for its replacement.
+
+    python -m cortex_site.web_server --host 127.0.0.1 --port 8000 --workers 2
+
+`runner.web_command()` builds this command line for `make run` and the container image; the
+reloading development server (`make dev`) is plain uvicorn, one process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import logging
+import signal
+import socket
+import sys
+import time
+
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors.multiprocess import Process
+
+APPLICATION = "cortex_site.asgi:application"
+
+logger = logging.getLogger("uvicorn.error")
+
+
+class AddressInUseError(OSError):
+    """Something already listens on the address: another Cortex, or another program."""
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` sockets bound to host:port with SO_REUSEPORT, not yet listening (each web process
+    listens on its own once it is ready, so none is handed connections while it imports).
+
+    SO_REUSEPORT would let these join sockets another process of ours already has on the port,
+    and the two servers would split its traffic without a word. A plain bind first refuses a port
+    in use, as uvicorn's own bind did.
+    """
+    probe = socket.socket(_family(host), socket.SOCK_STREAM)
+    try:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a recent server's TIME_WAIT is no obstacle
+        probe.bind((host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise AddressInUseError(exc.errno, f"{host}:{port} is already in use (is Cortex running?)") from None
+        raise
+    finally:
+        probe.close()
+    sockets = []
+    for _ in range(count):
+        sock = socket.socket(_family(host), socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.set_inheritable(True)
+        sockets.append(sock)
+    return sockets
+
+
+class WebServer:
+    """One uvicorn process per socket, each replaced when it dies or stops answering uvicorn's health
+    check; SIGINT or SIGTERM stops them all (each finishing the requests it has)."""
+
+    def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
+        self.config = config
+        self.sockets = sockets
+        self.processes: list[Process] = []
+        self.signals: list[int] = []  # a signal handler only records; the loop below acts
+
+    def _start(self, sock: socket.socket) -> Process:
+        process = Process(self.config, [sock])
+        process.start()
+        return process
+
+    def run(self) -> int:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda signum, _frame: self.signals.append(signum))
+        self.processes = [self._start(sock) for sock in self.sockets]
+        code = 0
+        while not self.signals and not code:
+            time.sleep(0.5)
+            code = self._replace_the_dead()
+        for process in self.processes:
+            process.terminate()
+        for process in self.processes:
+            process.join()
+        return code
+
+    def _replace_the_dead(self) -> int:
+        for index, process in enumerate(self.processes):
+            if self.signals or process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+                continue
+            process.kill()  # dead, or alive but not answering: hung
+            process.join()
+            if process.exitcode == STARTUP_FAILURE:
+                # It failed before serving (the application does not import, say): so would its replacement.
+                logger.error("Web process [%s] failed to start; stopping.", process.pid)
+                return STARTUP_FAILURE
+            logger.warning("Web process [%s] died (exit %s); starting another.", process.pid, process.exitcode)
+            self.processes[index] = self._start(self.sockets[index])
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Serve Cortex on several processes, a listening socket each.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--workers", type=int, default=1, help="web processes (WEB_CONCURRENCY in make run)")
+    args = parser.parse_args(argv)
+    config = uvicorn.Config(
+        APPLICATION,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        # Client addresses are taken from X-Forwarded-For by Cortex itself, and only from the proxies
+        # in CORTEX_TRUSTED_PROXIES (audit.middleware); uvicorn's default would believe any loopback client.
+        proxy_headers=False,
+        server_header=False,
+    )
+    try:
+        sockets = listening_sockets(args.host, args.port, args.workers)
+    except AddressInUseError as exc:
+        logger.error("%s", exc.strerror)
+        return 1
+    return WebServer(config, sockets).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
