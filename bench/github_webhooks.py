@@ -236,6 +236,15 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
         # Signed before the burst, as GitHub signs on its own machines (bench/loadgen.py says why).
         requests = [request_bytes(url, body, signed_headers(body)) for body in bodies]
         post_burst(url, requests[:10], 2)  # warm-up: first requests of the web processes
+        if worker is not None:
+            # The burst meets a worker already running, as a source's deliveries meet a deployed
+            # Cortex: one that has started and processed the warm-up deliveries, not one still
+            # importing its code on the cores the answers need.
+            ready_by = time.monotonic() + 180
+            while Delivery.objects.filter(connector=connector, status=Delivery.Status.RECEIVED).exists():
+                if time.monotonic() > ready_by:
+                    raise SystemExit("the worker did not process the warm-up deliveries")
+                time.sleep(0.2)
         before = loadavg()
         sampler = LockSampler(os.environ["DATABASE_URL"])
         sampler.start()

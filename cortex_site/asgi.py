@@ -8,6 +8,8 @@ router's lifespan runs the session manager.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from a2wsgi import WSGIMiddleware
 from django.core.wsgi import get_wsgi_application
+from kombu.exceptions import OperationalError
 from starlette.routing import Route, Router
 
 if TYPE_CHECKING:
@@ -35,6 +38,36 @@ def _web_server_defaults() -> None:
 
 
 _web_server_defaults()
+
+logger = logging.getLogger(__name__)
+WARM_UP_SECONDS = 10
+
+
+def _warm_up() -> None:
+    """What a web process would otherwise set up during its first requests, done before it takes one:
+    the connector sources' modules, its database pool filled (each connection a forked backend and
+    an authentication) and the broker connection its first enqueue opens. A process whose first
+    requests came in a webhook burst held them ~0.7 s while it did this (docs/benchmarks.md).
+
+    Never fatal: with the database or Redis down the process starts all the same and answers 503
+    until they are back, as it did before (the pool keeps connecting in the background)."""
+    from django.db import connection
+    from psycopg_pool import PoolTimeout
+
+    from connectors.registry import SOURCES, source_class
+    from cortex_site.celery import app as celery_app
+
+    for kind in SOURCES:
+        source_class(kind)
+    try:
+        pool = getattr(connection, "pool", None)  # PostgreSQL's wrapper has one (None when DB_POOL is off)
+        if pool is not None:
+            pool.open()
+            pool.wait(timeout=WARM_UP_SECONDS)
+        with celery_app.producer_or_acquire() as producer:
+            producer.connection.ensure_connection(max_retries=1)
+    except (PoolTimeout, OSError, OperationalError) as exc:
+        logger.warning("web process starting cold (%s): %s", type(exc).__name__, exc)
 
 
 def create_application() -> BodyLimitASGI:
@@ -62,6 +95,8 @@ def create_application() -> BodyLimitASGI:
 
     @asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:
+        # uvicorn listens only once this startup is done: the process takes no request before it is warm.
+        await asyncio.to_thread(_warm_up)
         async with mcp.session_manager.run():
             yield
 
