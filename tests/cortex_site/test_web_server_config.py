@@ -3,16 +3,20 @@ connections from a pool in the web server only (DB_POOL, turned on by cortex_sit
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import json
 import os
 import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 
-from cortex_site import runner
+from cortex_site import runner, web_server
 from cortex_site.embedded import EmbeddedServiceError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,3 +112,33 @@ def test_the_web_server_refuses_an_address_already_in_use_in_words() -> None:
         )
     assert done.returncode == 1
     assert f"127.0.0.1:{port} is already in use" in done.stderr
+
+
+async def _empty_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    if scope["type"] == "lifespan":
+        while (await receive())["type"] != "lifespan.shutdown":
+            await send({"type": "lifespan.startup.complete"})
+        await send({"type": "lifespan.shutdown.complete"})
+
+
+def test_a_web_process_freezes_what_it_built_to_start_once_it_listens() -> None:
+    # A full collection walked every object Django and the MCP SDK made at start-up, ~0.2 s holding
+    # the GIL, inside webhook bursts (docs/benchmarks.md): frozen, the collector leaves them alone.
+    server = web_server._Server(uvicorn.Config(_empty_app, lifespan="on", log_level="warning"))
+
+    async def serve_until_started(sock: socket.socket) -> int:
+        serving = asyncio.create_task(server.serve(sockets=[sock]))
+        while not server.started:
+            await asyncio.sleep(0.01)
+        frozen = gc.get_freeze_count()
+        server.should_exit = True
+        await serving
+        return frozen
+
+    gc.unfreeze()
+    try:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            assert asyncio.run(serve_until_started(sock)) > 0
+    finally:
+        gc.unfreeze()  # this test process goes on collecting as it did
