@@ -42,33 +42,36 @@ def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
-    """`count` sockets bound to host:port with SO_REUSEPORT, not yet listening (each web process
-    listens on its own once it is ready, so none is handed connections while it imports).
-
-    SO_REUSEPORT would let these join sockets another process of ours already has on the port,
-    and the two servers would split its traffic without a word. A plain bind first refuses a port
-    in use, as uvicorn's own bind did.
-    """
-    probe = socket.socket(_family(host), socket.SOCK_STREAM)
+def _bound(host: str, port: int, *, reuse_port: bool) -> socket.socket:
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
     try:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a recent server's TIME_WAIT is no obstacle
-        probe.bind((host, port))
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a recent server's TIME_WAIT is no obstacle
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
     except OSError as exc:
+        sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise AddressInUseError(exc.errno, f"{host}:{port} is already in use (is Cortex running?)") from None
         raise
-    finally:
-        probe.close()
-    sockets = []
-    for _ in range(count):
-        sock = socket.socket(_family(host), socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.set_inheritable(True)
-        sockets.append(sock)
-    return sockets
+    sock.set_inheritable(True)
+    return sock
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """A socket per web process, bound to host:port with SO_REUSEPORT and not yet listening (each
+    process listens on its own once it is ready, so none is handed connections while it imports).
+
+    SO_REUSEPORT would let these join sockets another process of ours already has on the port,
+    and the two servers would split its traffic without a word: a plain bind first refuses a port
+    in use, as uvicorn's own bind did. Where the platform has no SO_REUSEPORT that plain socket is
+    the one every process shares, as under `uvicorn --workers`.
+    """
+    probe = _bound(host, port, reuse_port=False)
+    if not hasattr(socket, "SO_REUSEPORT"):
+        return [probe] * count
+    probe.close()
+    return [_bound(host, port, reuse_port=True) for _ in range(count)]
 
 
 class _Server(uvicorn.Server):

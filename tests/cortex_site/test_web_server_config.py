@@ -17,7 +17,7 @@ import pytest
 import uvicorn
 
 from cortex_site import runner, web_server
-from cortex_site.embedded import EmbeddedServiceError
+from cortex_site.embedded import EmbeddedServiceError, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 PRINT_DATABASE = (
@@ -142,3 +142,27 @@ def test_a_web_process_freezes_what_it_built_to_start_once_it_listens() -> None:
             assert asyncio.run(serve_until_started(sock)) > 0
     finally:
         gc.unfreeze()  # this test process goes on collecting as it did
+
+
+def test_without_so_reuseport_every_web_process_shares_one_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Platforms without SO_REUSEPORT still run several processes, on one socket as uvicorn --workers does.
+    monkeypatch.delattr(socket, "SO_REUSEPORT")
+    port = free_port()
+    sockets = web_server.listening_sockets("127.0.0.1", port, 3)
+    try:
+        assert len(sockets) == 3 and len({id(sock) for sock in sockets}) == 1
+        assert sockets[0].getsockname() == ("127.0.0.1", port)
+    finally:
+        sockets[0].close()
+
+
+def test_each_web_process_gets_a_socket_of_its_own_on_the_one_port() -> None:
+    port = free_port()
+    sockets = web_server.listening_sockets("127.0.0.1", port, 3)
+    try:
+        assert len({sock.fileno() for sock in sockets}) == 3
+        assert {sock.getsockname() for sock in sockets} == {("127.0.0.1", port)}
+        assert all(sock.getsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT) for sock in sockets)
+    finally:
+        for sock in sockets:
+            sock.close()
