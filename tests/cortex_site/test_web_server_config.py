@@ -10,9 +10,11 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 import uvicorn
 
@@ -46,9 +48,9 @@ def test_a_web_concurrency_that_is_not_a_count_is_refused_in_words(monkeypatch: 
         runner.web_command()
 
 
-def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
-    """A fresh interpreter importing the real settings (nothing connects to the URLs)."""
-    base = {
+def _settings_env(**env: str) -> dict[str, str]:
+    """The real settings' environment, with a database and a Redis nobody listens at."""
+    return {
         "PATH": os.environ.get("PATH", ""),
         "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
         "DATABASE_URL": "postgresql://nobody@/nothing",
@@ -56,9 +58,14 @@ def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
         "SECRET_KEY": "test-only",
         "CORTEX_CONNECTOR_KEY": os.environ["CORTEX_CONNECTOR_KEY"],
         "CORTEX_HOME": os.environ["CORTEX_HOME"],
+        **env,
     }
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """A fresh interpreter importing the real settings (nothing connects to the URLs)."""
     return subprocess.run(
-        [sys.executable, "-c", code], env={**base, **env}, cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], env=_settings_env(**env), cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 
@@ -166,3 +173,36 @@ def test_each_web_process_gets_a_socket_of_its_own_on_the_one_port() -> None:
     finally:
         for sock in sockets:
             sock.close()
+
+
+def test_a_web_process_starts_and_answers_with_the_database_and_redis_down(tmp_path: Path) -> None:
+    # Its warm-up (pool filled, broker connected) waits a while and gives up; the process listens all
+    # the same and says what is down, as it did before it warmed up (cortex_site/asgi.py).
+    port = free_port()
+    env = _settings_env(
+        DATABASE_URL=f"postgresql://nobody@127.0.0.1:{free_port()}/nothing",
+        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+        DEBUG="0",
+        ALLOWED_HOSTS="127.0.0.1",
+    )
+    log = tmp_path / "web.log"
+    command = [sys.executable, "-m", "cortex_site.web_server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    with log.open("wb") as output:
+        server = subprocess.Popen(command, env=env, cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                answer = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=30)
+                break
+            except httpx.TransportError:
+                assert server.poll() is None, log.read_text()
+                assert time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        assert answer.status_code == 503
+        checks = answer.json()["checks"]
+        assert not checks["database"]["ok"] and not checks["broker"]["ok"]
+        assert "web process starting cold" in log.read_text()
+    finally:
+        server.terminate()
+        server.wait(30)
