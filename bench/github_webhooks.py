@@ -6,6 +6,7 @@
     .venv/bin/python bench/github_webhooks.py --without-worker                  # the answers alone (no worker draining)
     .venv/bin/python bench/github_webhooks.py --connection-per-delivery         # no keep-alive: a connection per delivery
     .venv/bin/python bench/github_webhooks.py --profile --deliveries 300        # no server: each part timed (webhook_profile.py)
+    .venv/bin/python bench/github_webhooks.py --deliveries 3000 --kill-web-process-after 3   # a web process crashes mid-burst
 
 Cortex's web process (uvicorn, as `make run` starts it) and a Celery worker on the `connectors`
 queue; a burst of N `pull_request` closed-and-merged deliveries — the recorded payload
@@ -29,6 +30,7 @@ import hashlib
 import hmac
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -75,6 +77,8 @@ def drive(args: argparse.Namespace) -> int:
             env["BENCH_WITHOUT_WORKER"] = "1"
         if args.connection_per_delivery:
             env["BENCH_CONNECTION_PER_DELIVERY"] = "1"
+        if args.kill_web_process_after is not None:
+            env["BENCH_KILL_WEB_PROCESS_AFTER"] = str(args.kill_web_process_after)
         mode = "--profile-phase" if args.profile else "--phase"
         phase = [str(args.deliveries), str(args.concurrency)] + ([] if args.profile else [str(args.drain_timeout)])
         result = harness.run_phase(Path(__file__).resolve(), env, *phase, flag=mode)
@@ -101,6 +105,7 @@ def drive(args: argparse.Namespace) -> int:
         + f" ({result['memories']} memories, {result['failed']} failed, "
         f"{result.get('webhook_accept_events', '?')} webhook.accept events); load {result['loadavg']}\n"
         f"during the burst: {result['during_burst']}"
+        + (f"\nweb process killed: {result['killed']}" if result.get("killed") else "")
     )
     return 0
 
@@ -202,6 +207,49 @@ class LockSampler(threading.Thread):
         }
 
 
+class WebProcessKiller(threading.Thread):
+    """`--kill-web-process-after S`: S seconds into the burst, SIGKILL one of the web server's
+    processes (a crash, an out-of-memory kill) and time how long until its replacement is started on
+    the dead one's socket (cortex_site/web_server.py). The answers say the rest: the requests the
+    dead process held fail, and those reaching its socket wait for the replacement."""
+
+    def __init__(self, server_pid: int, after: float) -> None:
+        super().__init__(daemon=True)
+        self.server_pid, self.after = server_pid, after
+        self.result: dict[str, Any] = {}
+
+    def _children(self) -> set[int]:
+        """The web processes (multiprocessing's resource tracker is a child too)."""
+        path = Path(f"/proc/{self.server_pid}/task/{self.server_pid}/children")
+        children = set()
+        for pid in path.read_text().split():
+            try:
+                if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                    children.add(int(pid))
+            except FileNotFoundError:
+                continue
+        return children
+
+    def run(self) -> None:
+        if self.after < 0:
+            return
+        time.sleep(self.after)
+        before = self._children()
+        victim = min(before)
+        os.kill(victim, signal.SIGKILL)
+        killed = time.perf_counter()
+        replacement = None
+        while time.perf_counter() - killed < 60:
+            if self._children() - before:
+                replacement = time.perf_counter() - killed
+                break
+            time.sleep(0.01)
+        self.result = {"pid": victim, "at_s": self.after, "replacement_started_after_s": replacement and round(replacement, 2)}
+
+    def summary(self) -> dict[str, Any]:
+        return self.result
+
+
 def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str, Any]:
     org, connector, bodies, stub = setup(count)
     import httpx
@@ -249,8 +297,11 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
         sampler = LockSampler(os.environ["DATABASE_URL"])
         sampler.start()
         started = time.perf_counter()
+        killer = WebProcessKiller(web.pid, float(os.environ.get("BENCH_KILL_WEB_PROCESS_AFTER") or -1))
+        killer.start()
         outcomes = post_burst(url, requests[10:], concurrency, keep_alive=not os.environ.get("BENCH_CONNECTION_PER_DELIVERY"))
         burst = time.perf_counter() - started
+        killer.join()
         sampler.stop()
         load_after_burst = loadavg()
         statuses: dict[str, int] = {}
@@ -284,6 +335,7 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
             "loadavg": f"{before} → {load_after_burst}",
             "loadavg_after_drain": loadavg(),
             "during_burst": sampler.summary(),
+            "killed": killer.summary(),
             # Recorded by the worker as it processes each delivery (the answer writes none).
             "webhook_accept_events": AuditEvent.objects.filter(organization_id=org.pk, action="webhook.accept").count(),
             "finished": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
@@ -321,6 +373,11 @@ def main() -> int:
         "--connection-per-delivery",
         action="store_true",
         help="a new connection for each delivery instead of --concurrency keep-alive ones (bench/loadgen.py)",
+    )
+    parser.add_argument(
+        "--kill-web-process-after",
+        type=float,
+        help="seconds into the burst: SIGKILL one web process and time its replacement (a crash, not the benchmark)",
     )
     parser.add_argument("--phase", nargs=3, help=argparse.SUPPRESS)
     parser.add_argument("--profile-phase", nargs=2, help=argparse.SUPPRESS)
