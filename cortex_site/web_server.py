@@ -11,7 +11,8 @@ connections that reach its socket wait there for its replacement.
     python -m cortex_site.web_server --host 127.0.0.1 --port 8000 --workers 2
 
 `runner.web_command()` builds this command line for `make run` and the container image; the
-reloading development server (`make dev`) is plain uvicorn, one process.
+reloading development server (`make dev`) is plain uvicorn, one process. `kill -HUP` the
+supervising process to replace every web process (new code) without refusing a request.
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from uvicorn.config import STARTUP_FAILURE
 from uvicorn.supervisors.multiprocess import Process
 
 APPLICATION = "cortex_site.asgi:application"
+# How long a replacement may take to be ready on SIGHUP: it imports Django and fills its pool, on
+# cores the running processes are busy with.
+RESTART_READY_SECONDS = 120
 
 logger = logging.getLogger("uvicorn.error")
 
@@ -97,7 +101,9 @@ class WebProcess(Process):
 
 class WebServer:
     """One uvicorn process per socket, each replaced when it dies or stops answering uvicorn's health
-    check; SIGINT or SIGTERM stops them all (each finishing the requests it has)."""
+    check; SIGHUP replaces them one by one (new code, no request refused: a replacement is ready
+    before the process it replaces stops); SIGINT or SIGTERM stops them all (each finishing the
+    requests it has)."""
 
     def __init__(self, config: uvicorn.Config, sockets: list[socket.socket]) -> None:
         self.config = config
@@ -110,19 +116,41 @@ class WebServer:
         process.start()
         return process
 
+    @property
+    def stopping(self) -> bool:
+        return signal.SIGINT in self.signals or signal.SIGTERM in self.signals
+
     def run(self) -> int:
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             signal.signal(signum, lambda signum, _frame: self.signals.append(signum))
         self.processes = [self._start(sock) for sock in self.sockets]
         code = 0
-        while not self.signals and not code:
+        while not self.stopping and not code:
             time.sleep(0.5)
+            if signal.SIGHUP in self.signals:
+                self.signals.remove(signal.SIGHUP)
+                self._replace_all()
             code = self._replace_the_dead()
         for process in self.processes:
             process.terminate()
         for process in self.processes:
             process.join()
         return code
+
+    def _replace_all(self) -> None:
+        logger.info("Received SIGHUP: replacing the web processes one by one.")
+        for index, old in enumerate(self.processes):
+            if self.stopping:
+                return
+            new = self._start(self.sockets[index])
+            if not new.wait_until_ready(RESTART_READY_SECONDS):
+                new.kill()
+                new.join()
+                logger.error("Web process [%s] was not ready in time; keeping [%s] and the rest.", new.pid, old.pid)
+                return
+            old.terminate()
+            old.join()
+            self.processes[index] = new
 
     def _replace_the_dead(self) -> int:
         for index, process in enumerate(self.processes):

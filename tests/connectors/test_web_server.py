@@ -295,3 +295,29 @@ def test_a_web_process_that_dies_is_replaced_on_the_same_socket(
     for _ in range(20):  # new connections, whichever socket the kernel hands each to
         with httpx.Client(timeout=60) as client:
             assert client.get(f"{url}/healthz").status_code == 200
+
+
+def test_sighup_replaces_every_web_process_without_refusing_a_request(
+    web_server_process: tuple[str, subprocess.Popen[bytes]],
+) -> None:
+    url, server = web_server_process
+    port = _port(url)
+    before = _listening_web_processes(server, port)
+    server.send_signal(signal.SIGHUP)
+
+    statuses: list[int | str] = []
+    deadline = time.monotonic() + 180
+    while True:
+        try:
+            with httpx.Client(timeout=60) as client:  # a new connection each time: any socket, any process
+                statuses.append(client.get(f"{url}/healthz").status_code)
+        except httpx.HTTPError as exc:
+            statuses.append(type(exc).__name__)
+        after = _web_processes(server, port)
+        if len(after) == PROCESSES and not set(after) & set(before):
+            break
+        assert time.monotonic() < deadline, f"not every web process was replaced: {before} → {after}"
+        time.sleep(0.05)
+    assert set(statuses) == {200}, statuses
+    # The same sockets, now each held by a new process.
+    assert set().union(*after.values()) == set().union(*before.values())
