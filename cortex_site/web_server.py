@@ -154,7 +154,7 @@ class WebServer:
 
     def _replace_the_dead(self) -> int:
         for index, process in enumerate(self.processes):
-            if self.signals or process.is_alive(timeout=self.config.timeout_worker_healthcheck):
+            if self.stopping or process.is_alive(timeout=self.config.timeout_worker_healthcheck):
                 continue
             process.kill()  # dead, or alive but not answering: hung
             process.join()
@@ -167,11 +167,17 @@ class WebServer:
         return 0
 
 
+def _count(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give the number of web processes (1 or more)")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Serve Cortex on several processes, a listening socket each.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--workers", type=int, default=1, help="web processes (WEB_CONCURRENCY in make run)")
+    parser.add_argument("--workers", type=_count, default=1, help="web processes (WEB_CONCURRENCY in make run)")
     args = parser.parse_args(argv)
     config = uvicorn.Config(
         APPLICATION,

@@ -206,3 +206,16 @@ def test_a_web_process_starts_and_answers_with_the_database_and_redis_down(tmp_p
     finally:
         server.terminate()
         server.wait(30)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two"])
+def test_the_web_server_refuses_a_process_count_that_is_not_one_or_more(value: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cortex_site.web_server", "--port", str(free_port()), "--workers", value],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "give the number of web processes (1 or more)" in done.stderr
