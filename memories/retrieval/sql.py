@@ -9,14 +9,15 @@
   what the ranking needs of each one's memory row and the chunk's vector.
 - `retrieve`: the three above as one statement (recall's candidates in one round trip).
 - `term_document_frequencies`, `typo_corrections`: term statistics under the reader's read rule (the
-  counts the chunk triggers keep in memories_termcount).
+  counts the chunk triggers keep in memories_termcount); `parse_terms`: how the text search
+  configuration reads a query term, kept per process.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -193,9 +194,53 @@ def _cells(rule: ChunkFilter) -> list[Any]:
     return [rule.organization_id, list(rule.scope_ids), rule.clearance_rank]
 
 
+@dataclass(frozen=True)
+class ParsedTerm:
+    """How the 'english' configuration reads a query term: its lexemes (none for a stop word) and, for a
+    hyphenated word ("on-call": 'on-cal' & 'call'), the whole word's lexeme."""
+
+    lexemes: tuple[str, ...]
+    whole_word: str | None
+
+
+# Parses of the terms this process has seen. They depend on the text search configuration alone, never
+# on data, so they are kept: parsing (ts_debug) cost more than the counting it serves (~0.6 of 1.3 ms).
+_PARSES: dict[str, ParsedTerm] = {}
+PARSES_KEPT = 50_000
+
+
+def parse_terms(terms: Sequence[str]) -> dict[str, ParsedTerm]:
+    """Each term's parse, from this process's parses or, for terms new to it, one round trip."""
+    parsed = {term: known for term in terms if (known := _PARSES.get(term)) is not None}
+    missing = [term for term in dict.fromkeys(terms) if term not in parsed]
+    if not missing:
+        return parsed
+    with content_read_connection().cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT t.term, tsvector_to_array(to_tsvector('english', t.term)), (
+                       SELECT CASE WHEN (array_agg(d.alias ORDER BY d.n))[1] IN ('asciihword', 'hword', 'numhword')
+                                    AND bool_and(d.n = 1 OR d.alias = 'blank' OR d.alias LIKE 'hword\\_%%')
+                                   THEN (array_agg(d.lexemes[1] ORDER BY d.n))[1] END
+                         FROM ts_debug('english', t.term)
+                              WITH ORDINALITY AS d(alias, description, token, dictionaries, dictionary, lexemes, n)
+                   )
+              FROM unnest(%s::text[]) AS t(term)
+            """,
+            [missing],
+        )
+        rows = cursor.fetchall()
+    if len(_PARSES) + len(rows) > PARSES_KEPT:
+        _PARSES.clear()
+    for term, lexemes, whole_word in rows:
+        parsed[term] = _PARSES[term] = ParsedTerm(tuple(lexemes), whole_word)
+    return parsed
+
+
 def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int) -> tuple[int, dict[str, int]]:
     """How many active chunks the reader may see, and for each term -1 for a stop word, else how
-    many of those visible chunks contain it, up to `cap`. One round trip.
+    many of those visible chunks contain it, up to `cap`. One round trip (two the first time this
+    process sees a term: parse_terms).
 
     Counted under the read rule's organization, scopes and clearance only: a statistic that ranking
     uses must not move when someone writes what this reader cannot see (a score-level side channel).
@@ -206,19 +251,14 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
     '-3661') is counted from the visible chunks, up to `cap` — unless one of its lexemes is in no
     visible chunk, which makes it 0 without counting.
     """
+    parsed = parse_terms(terms)
+    asked = [(term, list(parsed[term].lexemes), parsed[term].whole_word) for term in terms]
     cells = _cells(rule)
     with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
             WITH asked AS (
-                SELECT t.term, tsvector_to_array(to_tsvector('english', t.term)) AS lexemes, (
-                           SELECT CASE WHEN (array_agg(d.alias ORDER BY d.n))[1] IN ('asciihword', 'hword', 'numhword')
-                                        AND bool_and(d.n = 1 OR d.alias = 'blank' OR d.alias LIKE 'hword\\_%%')
-                                       THEN (array_agg(d.lexemes[1] ORDER BY d.n))[1] END
-                             FROM ts_debug('english', t.term)
-                                  WITH ORDINALITY AS d(alias, description, token, dictionaries, dictionary, lexemes, n)
-                       ) AS whole_word
-                  FROM unnest(%s::text[]) AS t(term)
+                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) AS a(term, lexemes, whole_word)
             )
             SELECT NULL::text, (
                        SELECT coalesce(sum(s.chunks), 0) FROM memories_termcount AS s
@@ -226,16 +266,16 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
                    )
             UNION ALL
             SELECT a.term, CASE
-                   WHEN cardinality(a.lexemes) = 0 THEN -1
-                   WHEN cardinality(a.lexemes) = 1 OR a.whole_word IS NOT NULL THEN (
+                   WHEN a.lexemes = '' THEN -1
+                   WHEN a.whole_word IS NOT NULL OR strpos(a.lexemes, ' ') = 0 THEN (
                        SELECT least(coalesce(sum(s.chunks), 0), %s) FROM memories_termcount AS s
-                        WHERE {_VISIBLE_CELLS} AND s.lexeme = coalesce(a.whole_word, a.lexemes[1])
+                        WHERE {_VISIBLE_CELLS} AND s.lexeme = coalesce(a.whole_word, a.lexemes)
                    )
                    -- A lexeme no visible chunk holds: no visible chunk holds them all.
                    WHEN (
                        SELECT min((SELECT coalesce(sum(s.chunks), 0) FROM memories_termcount AS s
                                     WHERE {_VISIBLE_CELLS} AND s.lexeme = l.lexeme))
-                         FROM unnest(a.lexemes) AS l(lexeme)
+                         FROM unnest(string_to_array(a.lexemes, ' ')) AS l(lexeme)
                    ) = 0 THEN 0
                    -- The scope test is kept off the indexes ("+ 0"): the planner ANDed the full-text
                    -- matches (22 at 1M chunks) with a scope's whole bitmap (263k rows, 42 ms).
@@ -249,7 +289,17 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
                    ) END
               FROM asked AS a
             """,  # noqa: S608 - fixed fragments; values are parameters
-            [list(terms), *cells, cap, *cells, *cells, *cells, cap],
+            [
+                [term for term, _, _ in asked],
+                [" ".join(lexemes) for _, lexemes, _ in asked],
+                [whole_word for _, _, whole_word in asked],
+                *cells,
+                cap,
+                *cells,
+                *cells,
+                *cells,
+                cap,
+            ],
         )
         rows = cursor.fetchall()
     return int(rows[0][1]), {row[0]: int(row[1]) for row in rows[1:]}
@@ -275,7 +325,6 @@ class ScoredChunk:
     chunk_id: int
     memory_id: Any
     index: int
-    text: str
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
@@ -300,7 +349,7 @@ def score_chunks(
     with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
+            SELECT c.id, c.memory_id, c.index, 1 - (c.embedding <=> %s::vector),
                    ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded', false,
                    {_MEMORY_COLUMNS}
               FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}
@@ -314,10 +363,18 @@ def score_chunks(
 
 # The memory row's read-rule columns (MemoryRow) and the chunk's vector in pgvector's binary form
 # (`vector_send`: int16 dimensions, int16 unused, big-endian float4s) — bytes decode far faster than
-# the vector's text form parses.
+# the vector's text form parses. The moments come as microseconds since the epoch (exact): Django's
+# timestamptz loader parses text in Python, ~3 µs a value, 120 values a recall.
 _MEMORY_COLUMNS = (
-    "m.organization_id, m.scope_id, m.clearance_rank, m.status, m.valid_from, m.valid_until, vector_send(c.embedding)"
+    "m.organization_id, m.scope_id, m.clearance_rank, m.status, "
+    "(extract(epoch FROM m.valid_from) * 1000000)::int8, (extract(epoch FROM m.valid_until) * 1000000)::int8, "
+    "vector_send(c.embedding)"
 )
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _moment(microseconds: int | None) -> datetime | None:
+    return None if microseconds is None else _EPOCH + timedelta(microseconds=microseconds)
 
 
 def _scored_columns(terms: Sequence[str]) -> tuple[str, str, str]:
@@ -336,15 +393,14 @@ def _scored_chunk(row: Sequence[Any], has_terms: bool) -> ScoredChunk:
         chunk_id=row[0],
         memory_id=row[1],
         index=row[2],
-        text=row[3],
         # A chunk without a vector (mid re-embed) still has its lexical signal.
-        similarity=float(row[4]) if row[4] is not None else 0.0,
-        body_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
-        title_hits=tuple(bool(x) for x in row[6]) if has_terms else (),
-        superseded=bool(row[7]),
-        from_dense=bool(row[8]),
-        memory=MemoryRow(row[1], *row[9:15]),
-        embedding=None if row[15] is None else np.frombuffer(row[15], dtype=">f4", offset=4).astype(np.float64),
+        similarity=float(row[3]) if row[3] is not None else 0.0,
+        body_hits=tuple(bool(x) for x in row[4]) if has_terms else (),
+        title_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
+        superseded=bool(row[6]),
+        from_dense=bool(row[7]),
+        memory=MemoryRow(row[1], row[8], row[9], row[10], row[11], _EPOCH + timedelta(microseconds=row[12]), _moment(row[13])),
+        embedding=None if row[14] is None else np.frombuffer(row[14], dtype=">f4", offset=4).astype(np.float64),
     )
 
 
@@ -376,7 +432,7 @@ def retrieve(
              ORDER BY c.embedding <=> %s::vector
              LIMIT %s
         ){lexical_cte}
-        SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
+        SELECT c.id, c.memory_id, c.index, 1 - (c.embedding <=> %s::vector),
                ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded',
                c.id IN (SELECT id FROM dense), {_MEMORY_COLUMNS}
           FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
+from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from audit.services import record
@@ -34,7 +35,7 @@ from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.store import check_signature, embed_for_store, signature_of
-from memories.models import Memory, Scope
+from memories.models import Memory, MemoryChunk, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
 
@@ -364,37 +365,41 @@ def _share_between_versions(
     Never when the older holds a selective query term the newer lacks: a note from the same template
     with another ticket id is a look-alike, not a version. (Two memories of one supersession chain
     never meet here — recall already leads an earlier version to its current one — and an
-    `external_id` is unique, so near-identical content is what remains to recognise.)
+    `external_id` is unique, so near-identical content is what remains to recognise.) Computed over
+    all similar pairs at once: a templated pool has hundreds of them.
     """
-    strengths = [candidate.strength for _memory, candidate in pool]
+    strengths = np.array([candidate.strength for _memory, candidate in pool], dtype=np.float64)
     if threshold is None or len(pool) < 2:
-        return strengths
-    shared = list(strengths)
-    for i, j in _similar_pairs([candidate.chunk.embedding for _memory, candidate in pool], threshold):
-        newer, older = (i, j) if pool[i][0].valid_from > pool[j][0].valid_from else (j, i)
-        if pool[newer][0].valid_from == pool[older][0].valid_from:
-            continue
-        if _holds_what_the_other_lacks(pool[older][1].chunk, pool[newer][1].chunk, selective):
-            continue
-        shared[newer] = max(shared[newer], strengths[older])
-    return shared
+        return strengths.tolist()
+    first, second = _similar_pairs([candidate.chunk.embedding for _memory, candidate in pool], threshold)
+    moments = np.array([row.valid_from.timestamp() for row, _candidate in pool])
+    first_newer = moments[first] > moments[second]
+    newer, older = np.where(first_newer, first, second), np.where(first_newer, second, first)
+    shares = moments[first] != moments[second]
+    wanted = np.array(selective, dtype=np.float64) > 0
+    if wanted.any():
+        hits = np.array([candidate.chunk.body_hits for _memory, candidate in pool], dtype=bool)
+        shares &= ~np.any(hits[older] & wanted & ~hits[newer], axis=1)
+    shared = strengths.copy()
+    np.maximum.at(shared, newer[shares], strengths[older[shares]])
+    return shared.tolist()
 
 
-def _similar_pairs(vectors: Sequence[np.ndarray | None], threshold: float) -> list[tuple[int, int]]:
-    """Positions (i, j), i < j, of the vectors whose cosine similarity is at least `threshold`; a
-    missing vector (a chunk mid re-embed) pairs with nothing. The vectors came with the candidates
-    (sql.retrieve), so this costs no round trip; computed as pgvector's `1 - (a <=> b)` is (cosine
-    clamped to [-1, 1], a zero vector similar to nothing), in double precision."""
-    present = [(i, vector) for i, vector in enumerate(vectors) if vector is not None]
+def _similar_pairs(vectors: Sequence[np.ndarray | None], threshold: float) -> tuple[np.ndarray, np.ndarray]:
+    """Positions (i, j), i < j, of the vectors whose cosine similarity is at least `threshold`, as two
+    arrays; a missing vector (a chunk mid re-embed) pairs with nothing. The vectors came with the
+    candidates (sql.retrieve), so this costs no round trip; computed as pgvector's `1 - (a <=> b)` is
+    (cosine clamped to [-1, 1], a zero vector similar to nothing), in double precision."""
+    present = np.array([i for i, vector in enumerate(vectors) if vector is not None], dtype=np.intp)
     if len(present) < 2:
-        return []
-    matrix = np.vstack([vector for _i, vector in present])
+        return np.empty(0, dtype=np.intp), np.empty(0, dtype=np.intp)
+    matrix = np.vstack([vector for vector in vectors if vector is not None])
     norms = np.einsum("ij,ij->i", matrix, matrix)
     with np.errstate(divide="ignore", invalid="ignore"):
         cosine = (matrix @ matrix.T) / np.sqrt(np.outer(norms, norms))
     similarity = 1.0 - (1.0 - np.clip(cosine, -1.0, 1.0))
     rows, cols = np.nonzero(np.triu(similarity >= threshold, k=1))
-    return [(present[a][0], present[b][0]) for a, b in zip(rows.tolist(), cols.tolist(), strict=True)]
+    return present[rows], present[cols]
 
 
 # Query vectors of this process, most recent last: a repeated query (paging, typing, an agent
@@ -533,7 +538,12 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
     returned = ranked_pool[: query.limit]
     wanted = [row.pk for *_rest, row, _candidate, _strength in returned]
-    memories = Memory.objects.select_related("author").in_bulk(wanted) if wanted else {}
+    # Each with the text of its best chunk, for the snippet: chunk texts travel for these memories only.
+    best_chunks = [candidate.chunk.chunk_id for *_rest, candidate, _strength in returned]
+    best_text = MemoryChunk.objects.filter(memory_id=OuterRef("pk"), pk__in=best_chunks).values("text")[:1]
+    memories = (
+        Memory.objects.select_related("author").annotate(best_chunk_text=Subquery(best_text)).in_bulk(wanted) if wanted else {}
+    )
     # Their scopes are among the reader's, which the Principal has loaded already: no join for them.
     scopes = {scope.pk: scope for scope in principal.readable_scopes()}
     for memory in memories.values():
@@ -551,7 +561,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
             score=score_value,
             relevance=relevance,
             recency=round(rec, 6),
-            snippet=_snippet(candidate.chunk.text, terms),
+            snippet=_snippet(memories[row.pk].best_chunk_text, terms),
             chunk_index=candidate.chunk.index,
             dense=round(candidate.dense, 6),
             lexical=round(candidate.lexical, 6),

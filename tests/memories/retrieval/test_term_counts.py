@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from support import principal, remember
 
 from memories.access import Principal
@@ -87,6 +88,24 @@ def test_every_chunk_write_keeps_each_readers_counts_exact(acme: dict[str, Any],
     _assert_counts_match(readers)
     memory_delete(principal=exec_, memory_id=discount.pk)
     _assert_counts_match(readers)
+
+
+@pytest.mark.django_db
+def test_term_parses_are_kept_per_process_and_count_alike(acme: dict[str, Any]) -> None:
+    remember(acme["exec"], "On-calls rotate weekly; ring the e-bike desk for a follow-up (DA-3661).", scope="engineering")
+    rule = statistics_rule(principal(acme["exec"]))
+    sql._PARSES.clear()
+    with CaptureQueriesContext(connection) as first:
+        counted = sql.term_document_frequencies(rule, WORDS, UNCAPPED)
+    with CaptureQueriesContext(connection) as again:
+        assert sql.term_document_frequencies(rule, WORDS, UNCAPPED) == counted
+    assert (len(first), len(again)) == (2, 1)  # the parse once, then the counts alone
+    assert counted == _counted_from_chunks(principal(acme["exec"]))
+    parsed = sql.parse_terms(["on-call", "the", "DA-3661", "partners"])
+    assert parsed["on-call"] == sql.ParsedTerm(("call", "on-cal"), "on-cal")  # "on" is a stop word
+    assert parsed["the"] == sql.ParsedTerm((), None)
+    assert parsed["DA-3661"].whole_word is None and len(parsed["DA-3661"].lexemes) == 2
+    assert parsed["partners"] == sql.ParsedTerm(("partner",), None)
 
 
 @pytest.mark.django_db
