@@ -325,6 +325,7 @@ class ScoredChunk:
     chunk_id: int
     memory_id: Any
     index: int
+    text: str
     similarity: float
     body_hits: tuple[bool, ...]
     title_hits: tuple[bool, ...]
@@ -349,7 +350,7 @@ def score_chunks(
     with content_read_connection().cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT c.id, c.memory_id, c.index, 1 - (c.embedding <=> %s::vector),
+            SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
                    ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded', false,
                    {_MEMORY_COLUMNS}
               FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}
@@ -393,14 +394,15 @@ def _scored_chunk(row: Sequence[Any], has_terms: bool) -> ScoredChunk:
         chunk_id=row[0],
         memory_id=row[1],
         index=row[2],
+        text=row[3],
         # A chunk without a vector (mid re-embed) still has its lexical signal.
-        similarity=float(row[3]) if row[3] is not None else 0.0,
-        body_hits=tuple(bool(x) for x in row[4]) if has_terms else (),
-        title_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
-        superseded=bool(row[6]),
-        from_dense=bool(row[7]),
-        memory=MemoryRow(row[1], row[8], row[9], row[10], row[11], _EPOCH + timedelta(microseconds=row[12]), _moment(row[13])),
-        embedding=None if row[14] is None else np.frombuffer(row[14], dtype=">f4", offset=4).astype(np.float64),
+        similarity=float(row[4]) if row[4] is not None else 0.0,
+        body_hits=tuple(bool(x) for x in row[5]) if has_terms else (),
+        title_hits=tuple(bool(x) for x in row[6]) if has_terms else (),
+        superseded=bool(row[7]),
+        from_dense=bool(row[8]),
+        memory=MemoryRow(row[1], row[9], row[10], row[11], row[12], _EPOCH + timedelta(microseconds=row[13]), _moment(row[14])),
+        embedding=None if row[15] is None else np.frombuffer(row[15], dtype=">f4", offset=4).astype(np.float64),
     )
 
 
@@ -432,7 +434,7 @@ def retrieve(
              ORDER BY c.embedding <=> %s::vector
              LIMIT %s
         ){lexical_cte}
-        SELECT c.id, c.memory_id, c.index, 1 - (c.embedding <=> %s::vector),
+        SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
                ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded',
                c.id IN (SELECT id FROM dense), {_MEMORY_COLUMNS}
           FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}

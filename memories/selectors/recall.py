@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 from django.conf import settings
-from django.db.models import OuterRef, Subquery
 from django.utils import timezone
 
 from audit.services import record
@@ -35,7 +34,7 @@ from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.store import check_signature, embed_for_store, signature_of
-from memories.models import Memory, MemoryChunk, Scope
+from memories.models import Memory, Scope
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
 
@@ -538,12 +537,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
     returned = ranked_pool[: query.limit]
     wanted = [row.pk for *_rest, row, _candidate, _strength in returned]
-    # Each with the text of its best chunk, for the snippet: chunk texts travel for these memories only.
-    best_chunks = [candidate.chunk.chunk_id for *_rest, candidate, _strength in returned]
-    best_text = MemoryChunk.objects.filter(memory_id=OuterRef("pk"), pk__in=best_chunks).values("text")[:1]
-    memories = (
-        Memory.objects.select_related("author").annotate(best_chunk_text=Subquery(best_text)).in_bulk(wanted) if wanted else {}
-    )
+    memories = Memory.objects.select_related("author").in_bulk(wanted) if wanted else {}
     # Their scopes are among the reader's, which the Principal has loaded already: no join for them.
     scopes = {scope.pk: scope for scope in principal.readable_scopes()}
     for memory in memories.values():
@@ -561,7 +555,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
             score=score_value,
             relevance=relevance,
             recency=round(rec, 6),
-            snippet=_snippet(memories[row.pk].best_chunk_text, terms),
+            snippet=_snippet(candidate.chunk.text, terms),
             chunk_index=candidate.chunk.index,
             dense=round(candidate.dense, 6),
             lexical=round(candidate.lexical, 6),
