@@ -6,10 +6,12 @@ line `RESULT <json>` on stdout; everything else it prints is passed through as p
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,3 +41,13 @@ def purge_task_queues() -> int:
     from cortex_site.celery import app
 
     return int(app.control.purge() or 0)
+
+
+def load_module(name: str, path: Path) -> ModuleType:
+    """A module loaded from its file under `name` (a file whose own name is taken, or another version of one)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

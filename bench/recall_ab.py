@@ -18,14 +18,12 @@ in both versions alike. The two versions share the database connection and its c
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,15 +77,6 @@ def report(result: dict[str, Any], before: str) -> str:
     return "\n".join(lines)
 
 
-def _load(name: str, path: Path) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def phase_ab(size: int, query_count: int, rounds: int, before_dir: str) -> dict[str, Any]:
     recall_bench.setup_django()
     from synthetic import query
@@ -100,8 +89,8 @@ def phase_ab(size: int, query_count: int, rounds: int, before_dir: str) -> dict[
     org = Organization.objects.filter(slug=slug).first()
     if org is None:
         raise SystemExit(f"no {size:,}-memory corpus: run bench/recall.py --sizes {size} --ingest 0 first")
-    before_sql = _load("recall_ab_before_sql", Path(before_dir, "sql.py"))
-    before = _load("recall_ab_before_recall", Path(before_dir, "recall.py"))
+    before_sql = harness.load_module("recall_ab_before_sql", Path(before_dir, "sql.py"))
+    before = harness.load_module("recall_ab_before_recall", Path(before_dir, "recall.py"))
     before.sql = before_sql  # type: ignore[attr-defined]  # its SQL as it was, not the working tree's
     texts = [query(recall_bench.SEED, i, size) for i in range(query_count)]
     result: dict[str, Any] = {"size": size, "queries": query_count, "rounds": rounds, "principals": {}}

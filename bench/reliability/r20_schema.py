@@ -27,8 +27,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench"), str(ROOT / "tests")]
 
-import importlib.util  # noqa: E402
-
+import harness  # noqa: E402
 from recall import database_url, drop_database, ensure_database  # noqa: E402
 
 from reliability.report import write_section  # noqa: E402
@@ -37,12 +36,7 @@ from reliability.report import write_section  # noqa: E402
 def _by_path(name: str, path: Path) -> Any:
     """A module loaded from its file: bench/connectors.py (the name `connectors` is the Django app's) and
     tests/support modules (the package's __init__ needs Django set up, which this driver never does)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return harness.load_module(name, path)
 
 
 _helpers = _by_path("bench_connectors", ROOT / "bench" / "connectors.py")
