@@ -252,6 +252,7 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
     visible chunk, which makes it 0 without counting.
     """
     parsed = parse_terms(terms)
+    # Each term's lexemes travel joined by spaces: the parser never puts a blank inside a token.
     asked = [(term, list(parsed[term].lexemes), parsed[term].whole_word) for term in terms]
     cells = _cells(rule)
     with content_read_connection().cursor() as cursor:
@@ -374,8 +375,8 @@ _MEMORY_COLUMNS = (
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _moment(microseconds: int | None) -> datetime | None:
-    return None if microseconds is None else _EPOCH + timedelta(microseconds=microseconds)
+def _moment(microseconds: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=microseconds)
 
 
 def _scored_columns(terms: Sequence[str]) -> tuple[str, str, str]:
@@ -401,7 +402,9 @@ def _scored_chunk(row: Sequence[Any], has_terms: bool) -> ScoredChunk:
         title_hits=tuple(bool(x) for x in row[6]) if has_terms else (),
         superseded=bool(row[7]),
         from_dense=bool(row[8]),
-        memory=MemoryRow(row[1], row[9], row[10], row[11], row[12], _EPOCH + timedelta(microseconds=row[13]), _moment(row[14])),
+        memory=MemoryRow(
+            row[1], row[9], row[10], row[11], row[12], _moment(row[13]), None if row[14] is None else _moment(row[14])
+        ),
         embedding=None if row[15] is None else np.frombuffer(row[15], dtype=">f4", offset=4).astype(np.float64),
     )
 
