@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -43,15 +45,16 @@ logger = logging.getLogger(__name__)
 WARM_UP_SECONDS = 10
 
 
-def _warm_up() -> None:
+def _warm_up(threads: ThreadPoolExecutor, thread_count: int) -> None:
     """What a web process would otherwise set up during its first requests, done before it takes one:
     the connector sources' modules, its database pool filled (each connection a forked backend and
-    an authentication) and the broker connection its first enqueue opens. A process whose first
+    an authentication), the broker connection its first enqueue opens, and every thread Django's
+    requests run on started with its own database wrapper (`_warm_threads`). A process whose first
     requests came in a webhook burst held them ~0.7 s while it did this (docs/benchmarks.md).
 
     Never fatal: with the database or Redis down the process starts all the same and answers 503
     until they are back, as it did before (the pool keeps connecting in the background)."""
-    from django.db import connection
+    from django.db import DatabaseError, connection
     from psycopg_pool import PoolTimeout
 
     from connectors.registry import SOURCES, source_class
@@ -64,10 +67,35 @@ def _warm_up() -> None:
         if pool is not None:
             pool.open()
             pool.wait(timeout=WARM_UP_SECONDS)
+            _warm_threads(threads, thread_count)
         with celery_app.producer_or_acquire() as producer:
             producer.connection.ensure_connection(max_retries=1)
-    except (PoolTimeout, OSError, OperationalError) as exc:
+    except (PoolTimeout, DatabaseError, OSError, OperationalError) as exc:
         logger.warning("web process starting cold (%s): %s", type(exc).__name__, exc)
+
+
+def _warm_threads(threads: ThreadPoolExecutor, count: int) -> None:
+    """Start all `count` threads of the pool Django's requests run on, each borrowing a database
+    connection once. The pool starts a thread only when a request finds none idle, and Django keeps
+    a database wrapper per thread, made on the thread's first query: the first answers of a burst
+    paid both (their median 83–100 ms against 55–88 ms warm, docs/benchmarks.md). Called once the
+    database pool is full, so a borrow does not wait."""
+    from django.db import connection
+
+    ready = threading.Barrier(count)
+
+    def warm() -> None:
+        try:
+            ready.wait(timeout=WARM_UP_SECONDS)  # holds each job on a thread of its own until all have one
+        except threading.BrokenBarrierError:
+            return
+        try:
+            connection.ensure_connection()
+        finally:
+            connection.close()  # back to the pool
+
+    for job in [threads.submit(warm) for _ in range(count)]:
+        job.result()
 
 
 def create_application() -> BodyLimitASGI:
@@ -96,7 +124,7 @@ def create_application() -> BodyLimitASGI:
     @asynccontextmanager
     async def lifespan(_app: object) -> AsyncIterator[None]:
         # uvicorn listens only once this startup is done: the process takes no request before it is warm.
-        await asyncio.to_thread(_warm_up)
+        await asyncio.to_thread(_warm_up, django_app.executor, settings.WEB_THREADS)
         async with mcp.session_manager.run():
             yield
 

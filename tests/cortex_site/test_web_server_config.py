@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -219,3 +220,30 @@ def test_the_web_server_refuses_a_process_count_that_is_not_one_or_more(value: s
     )
     assert done.returncode == 2
     assert "give the number of web processes (1 or more)" in done.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_warming_up_starts_every_request_thread_each_connecting_to_the_database_once() -> None:
+    # The pool starts a thread only when a request finds none idle, and Django makes a thread's
+    # database wrapper on its first query: the first answers of a burst paid both.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from django.db.backends.signals import connection_created
+
+    from cortex_site.asgi import _warm_threads
+
+    connected: list[str] = []
+
+    def record(**_: object) -> None:
+        connected.append(threading.current_thread().name)
+
+    connection_created.connect(record, weak=False)
+    threads = ThreadPoolExecutor(max_workers=4, thread_name_prefix="warm-up-test")
+    try:
+        _warm_threads(threads, 4)
+        started = {thread.name for thread in threading.enumerate() if thread.name.startswith("warm-up-test")}
+        assert len(started) == 4
+        assert sorted(connected) == sorted(started)
+    finally:
+        connection_created.disconnect(record)
+        threads.shutdown()
