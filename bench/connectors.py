@@ -223,8 +223,12 @@ def phase_webhook(count: int, concurrency: int) -> dict[str, Any]:
     logs = HOME / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / "web.log").open("w") as web_log, (logs / "worker.log").open("w") as worker_log:
-        web = subprocess.Popen(web_command(), env=env, cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
-        worker = subprocess.Popen(worker_command(), env=env, cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+        # Each in a session of its own, as `make run` starts them (sessions share the CPU first
+        # under the kernel's autogroup scheduling: cortex_site/celery.py, lower_priority).
+        web = subprocess.Popen(web_command(), env=env, cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT, start_new_session=True)
+        worker = subprocess.Popen(
+            worker_command(), env=env, cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         url = f"http://127.0.0.1:{port}/api/webhooks/slack/{connector.pk}"
         wait_http(f"http://127.0.0.1:{port}/api/me")

@@ -264,11 +264,22 @@ def phase(count: int, concurrency: int, drain_timeout: float = 900) -> dict[str,
     logs = HOME / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with (logs / "web.log").open("w") as web_log, (logs / "worker.log").open("w") as worker_log:
-        web = subprocess.Popen(web_command(), env=dict(os.environ), cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT)
+        # Each in a session of its own, as `make run` starts them: with the kernel's autogroup
+        # scheduling, sessions share the CPU first (cortex_site/celery.py, lower_priority).
+        web = subprocess.Popen(
+            web_command(), env=dict(os.environ), cwd=ROOT, stdout=web_log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         worker = (
             None
             if os.environ.get("BENCH_WITHOUT_WORKER")
-            else subprocess.Popen(worker_command(), env=dict(os.environ), cwd=ROOT, stdout=worker_log, stderr=subprocess.STDOUT)
+            else subprocess.Popen(
+                worker_command(),
+                env=dict(os.environ),
+                cwd=ROOT,
+                stdout=worker_log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         )
     try:
         url = f"http://127.0.0.1:{port}/api/webhooks/github/{connector.pk}"

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_process_init
+from celery.signals import celeryd_init, task_postrun, task_prerun, worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
 
@@ -32,6 +34,9 @@ app.conf.update(
     CELERY_DB_REUSE_MAX=1000,
 )
 app.autodiscover_tasks()
+
+logger = logging.getLogger(__name__)
+AUTOGROUP = Path("/proc/self/autogroup")
 
 # How long a worker process keeps its database connection between tasks (seconds).
 WORKER_CONN_MAX_AGE = 600
@@ -64,3 +69,37 @@ def _close_unusable_connections(**_: object) -> None:
 
     for connection in connections.all(initialized_only=True):
         connection.close_if_unusable_or_obsolete()
+
+
+@celeryd_init.connect
+def yield_cpu_to_answers(**_: object) -> None:
+    """Lower the worker's CPU priority to CORTEX_WORKER_NICE before it starts its pool processes
+    (which inherit it). A burst of webhook deliveries is answered by the web server and then turned
+    into memories by the worker, on the same cores under `make run`: at equal priority the worker's
+    writes took a third of the CPU in the middle of the burst and the answers queued behind them
+    (docs/benchmarks.md). A niced worker still gets the CPU whenever the web server leaves it idle.
+    """
+    from django.conf import settings
+
+    lower_priority(settings.CORTEX_WORKER_NICE)
+
+
+def lower_priority(nice: int) -> None:
+    """This process at nice `nice` unless it already runs lower, and — when it leads a session of
+    its own, as `make run` starts each of its processes — its session's autogroup too: with the
+    kernel's autogroup scheduling, CPU time is shared between sessions first, so a process's own
+    nice value only weighs against processes of its session. Never raises priority (that needs
+    privileges); a platform without autogroups keeps the process's nice value alone."""
+    if nice <= 0:
+        return
+    current = os.getpriority(os.PRIO_PROCESS, 0)
+    if current < nice:
+        os.setpriority(os.PRIO_PROCESS, 0, nice)
+    if os.getsid(0) == os.getpid():
+        try:
+            # "/autogroup-<id> nice <n>"
+            if int(AUTOGROUP.read_text().split()[-1]) < nice:
+                AUTOGROUP.write_text(f"{nice}\n")
+        except (OSError, ValueError, IndexError):  # no autogroup scheduling here (not Linux, or a kernel without it)
+            pass
+    logger.info("worker at nice %d: it yields the CPU to the web server's answers", max(current, nice))

@@ -311,6 +311,13 @@ CELERY_TASK_ROUTES = {
     "memories.after_memory_write": {"queue": "conflicts"},
     "memories.after_memory_writes": {"queue": "conflicts"},
 }
+# How far a worker lowers its CPU priority (a nice value, 0-19; 0 leaves it as started), so on cores
+# shared with the web server a backlog of writes does not hold back the answers people and
+# webhook senders wait for: the work still all gets done, in the time the answers leave
+# (cortex_site/celery.py).
+CORTEX_WORKER_NICE = env_int("CORTEX_WORKER_NICE", 10, minimum=0)
+if CORTEX_WORKER_NICE > 19:
+    raise ImproperlyConfigured("CORTEX_WORKER_NICE must be a nice value from 0 to 19.")
 # The hour (0-23, TIME_ZONE) beat sends the daily digest e-mails.
 CORTEX_DIGEST_HOUR = env_int("CORTEX_DIGEST_HOUR", 7, minimum=0)
 if CORTEX_DIGEST_HOUR > 23:
