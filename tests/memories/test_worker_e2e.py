@@ -49,9 +49,10 @@ def _test_database_url(name: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, f"/{name}", parts.query, parts.fragment))
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def real_worker(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Celery worker process on the test database; stopped (TERM, then KILL) at the end."""
+    """A Celery worker process on the test database; stopped (TERM, then KILL) after this module's
+    tests — left running, it took the tasks later modules send on its queues (test_workers' probes)."""
     with django_db_blocker.unblock():
         database = connection.settings_dict["NAME"]
     node = f"cortex-e2e-{os.getpid()}@localhost"
