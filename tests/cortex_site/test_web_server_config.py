@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
+from support.settings_env import settings_env
 
 from cortex_site import runner, web_server
 from cortex_site.embedded import EmbeddedServiceError, free_port
@@ -49,24 +50,10 @@ def test_a_web_concurrency_that_is_not_a_count_is_refused_in_words(monkeypatch: 
         runner.web_command()
 
 
-def _settings_env(**env: str) -> dict[str, str]:
-    """The real settings' environment, with a database and a Redis nobody listens at."""
-    return {
-        "PATH": os.environ.get("PATH", ""),
-        "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
-        "DATABASE_URL": "postgresql://nobody@/nothing",
-        "REDIS_URL": "redis://127.0.0.1:1/0",
-        "SECRET_KEY": "test-only",
-        "CORTEX_CONNECTOR_KEY": os.environ["CORTEX_CONNECTOR_KEY"],
-        "CORTEX_HOME": os.environ["CORTEX_HOME"],
-        **env,
-    }
-
-
 def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     """A fresh interpreter importing the real settings (nothing connects to the URLs)."""
     return subprocess.run(
-        [sys.executable, "-c", code], env=_settings_env(**env), cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], env=settings_env(**env), cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 
@@ -180,7 +167,7 @@ def test_a_web_process_starts_and_answers_with_the_database_and_redis_down(tmp_p
     # Its warm-up (pool filled, broker connected) waits a while and gives up; the process listens all
     # the same and says what is down, as it did before it warmed up (cortex_site/asgi.py).
     port = free_port()
-    env = _settings_env(
+    env = settings_env(
         DATABASE_URL=f"postgresql://nobody@127.0.0.1:{free_port()}/nothing",
         REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
         DEBUG="0",

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.settings_env import settings_env
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTOGROUP = Path("/proc/self/autogroup")
@@ -33,18 +34,9 @@ START_WORKER = (
 def _start_worker(
     env: dict[str, str] | None = None, *, own_session: bool = True, preexec: Callable[[], object] | None = None
 ) -> dict[str, object]:
-    base = {
-        "PATH": os.environ.get("PATH", ""),
-        "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
-        "DEBUG": "1",
-        "SECRET_KEY": "test-only",
-        # Settings only parse the URLs; nothing connects to them here.
-        "DATABASE_URL": "postgresql://nobody@/nothing",
-        "REDIS_URL": "redis://127.0.0.1:1/0",
-    }
     result = subprocess.run(
         [sys.executable, "-c", START_WORKER],
-        env={**base, **(env or {})},
+        env=settings_env(**(env or {})),
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -99,15 +91,7 @@ def test_a_worker_sharing_its_callers_session_leaves_that_session_alone() -> Non
 def test_a_nice_value_outside_0_to_19_stops_start_up_in_words(value: str) -> None:
     result = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],
-        env={
-            "PATH": os.environ.get("PATH", ""),
-            "DJANGO_SETTINGS_MODULE": "cortex_site.settings",
-            "DEBUG": "1",
-            "SECRET_KEY": "test-only",
-            "DATABASE_URL": "postgresql://nobody@/nothing",
-            "REDIS_URL": "redis://127.0.0.1:1/0",
-            "CORTEX_WORKER_NICE": value,
-        },
+        env=settings_env(CORTEX_WORKER_NICE=value),
         cwd=ROOT,
         capture_output=True,
         text=True,
