@@ -76,7 +76,7 @@ def yield_cpu_to_answers(**_: object) -> None:
     """Lower the worker's CPU priority to CORTEX_WORKER_NICE before it starts its pool processes
     (which inherit it). A burst of webhook deliveries is answered by the web server and then turned
     into memories by the worker, on the same cores under `make run`: at equal priority the worker's
-    writes took a third of the CPU in the middle of the burst and the answers queued behind them
+    writes took ~0.45 of the two cores in the middle of a burst and the answers queued behind them
     (docs/benchmarks.md). A niced worker still gets the CPU whenever the web server leaves it idle.
     """
     from django.conf import settings
@@ -95,11 +95,18 @@ def lower_priority(nice: int) -> None:
     current = os.getpriority(os.PRIO_PROCESS, 0)
     if current < nice:
         os.setpriority(os.PRIO_PROCESS, 0, nice)
-    if os.getsid(0) == os.getpid():
-        try:
-            # "/autogroup-<id> nice <n>"
-            if int(AUTOGROUP.read_text().split()[-1]) < nice:
-                AUTOGROUP.write_text(f"{nice}\n")
-        except (OSError, ValueError, IndexError):  # no autogroup scheduling here (not Linux, or a kernel without it)
-            pass
-    logger.info("worker at nice %d: it yields the CPU to the web server's answers", max(current, nice))
+    session = _lower_own_session(nice) if os.getsid(0) == os.getpid() else "shared with its caller, left alone"
+    logger.info("worker at nice %d (its session: %s): it yields the CPU to the web server's answers", max(current, nice), session)
+
+
+def _lower_own_session(nice: int) -> str:
+    """Lower the autogroup of the session this process leads to `nice` unless it is already lower;
+    says what it did, for the start-up log."""
+    try:
+        current = int(AUTOGROUP.read_text().split()[-1])  # "/autogroup-<id> nice <n>"
+        if current >= nice:
+            return f"already at nice {current}"
+        AUTOGROUP.write_text(f"{nice}\n")
+    except (OSError, ValueError, IndexError) as exc:
+        return f"no autogroup scheduling here ({type(exc).__name__})"
+    return f"lowered to nice {nice}"
