@@ -102,11 +102,26 @@ def lower_priority(nice: int) -> None:
 def _lower_own_session(nice: int) -> str:
     """Lower the autogroup of the session this process leads to `nice` unless it is already lower;
     says what it did, for the start-up log."""
+    current = session_autogroup_nice()
+    if current is None:
+        return "no autogroup of its own here"
+    if current >= nice:
+        return f"already at nice {current}"
     try:
-        current = int(AUTOGROUP.read_text().split()[-1])  # "/autogroup-<id> nice <n>"
-        if current >= nice:
-            return f"already at nice {current}"
         AUTOGROUP.write_text(f"{nice}\n")
-    except (OSError, ValueError, IndexError) as exc:
-        return f"no autogroup scheduling here ({type(exc).__name__})"
+    except OSError as exc:
+        return f"left as it was ({type(exc).__name__})"
     return f"lowered to nice {nice}"
+
+
+def session_autogroup_nice() -> int | None:
+    """The nice value of this process's session autogroup ("/autogroup-<id> nice <n>"), or None
+    where there is none: no autogroup scheduling, or a session in the root group (the kernel then
+    prints nothing — as for a container's first session)."""
+    try:
+        fields = AUTOGROUP.read_text().split()
+    except OSError:
+        return None
+    if len(fields) != 3 or fields[1] != "nice":
+        return None
+    return int(fields[2])

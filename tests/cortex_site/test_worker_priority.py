@@ -17,16 +17,16 @@ from pathlib import Path
 import pytest
 from support.settings_env import settings_env
 
+from cortex_site.celery import session_autogroup_nice
+
 ROOT = Path(__file__).resolve().parents[2]
-AUTOGROUP = Path("/proc/self/autogroup")
 
 # What the worker's main process does before it starts its pool, then what it runs at.
 START_WORKER = (
     "import json, os, django; django.setup();"
-    "from celery.signals import celeryd_init; import cortex_site.celery;"
+    "from celery.signals import celeryd_init; from cortex_site.celery import session_autogroup_nice;"
     "celeryd_init.send(sender='cortex@test', instance=None, conf=None, options={});"
-    "autogroup = open('/proc/self/autogroup').read().split()[-1] if os.path.exists('/proc/self/autogroup') else None;"
-    "print(json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0), 'autogroup': autogroup, "
+    "print(json.dumps({'nice': os.getpriority(os.PRIO_PROCESS, 0), 'autogroup': session_autogroup_nice(), "
     "'leader': os.getsid(0) == os.getpid()}))"
 )
 
@@ -49,26 +49,22 @@ def _start_worker(
     return outcome
 
 
-def _own_autogroup_nice() -> str | None:
-    return AUTOGROUP.read_text().split()[-1] if AUTOGROUP.exists() else None
-
-
 def test_a_worker_in_a_session_of_its_own_runs_at_nice_10_and_so_does_its_session() -> None:
     started = _start_worker()
     assert started["leader"] is True
     assert started["nice"] == 10
     # With the kernel's autogroup scheduling, sessions share the CPU first: a nice value only weighs
     # within its session, so the worker's session (make run gives it one) is lowered too.
-    if AUTOGROUP.exists():
-        assert started["autogroup"] == "10"
+    if started["autogroup"] is not None:
+        assert started["autogroup"] == 10
 
 
 def test_the_nice_value_is_a_setting_and_0_leaves_the_worker_as_it_started() -> None:
     assert _start_worker({"CORTEX_WORKER_NICE": "15"})["nice"] == 15
     unchanged = _start_worker({"CORTEX_WORKER_NICE": "0"})
     assert unchanged["nice"] == 0
-    if AUTOGROUP.exists():
-        assert unchanged["autogroup"] == "0"
+    if unchanged["autogroup"] is not None:
+        assert unchanged["autogroup"] == 0
 
 
 def test_a_worker_started_lower_stays_there() -> None:
@@ -79,12 +75,27 @@ def test_a_worker_started_lower_stays_there() -> None:
 def test_a_worker_sharing_its_callers_session_leaves_that_session_alone() -> None:
     # Started from a terminal (no session of its own), lowering the session would lower the terminal's
     # every process: only the worker's own priority changes.
-    before = _own_autogroup_nice()
+    before = session_autogroup_nice()
     started = _start_worker(own_session=False)
     assert started["leader"] is False
     assert started["nice"] == 10
     assert started["autogroup"] == before
-    assert _own_autogroup_nice() == before
+    assert session_autogroup_nice() == before
+
+
+@pytest.mark.parametrize(
+    ("printed", "nice"),
+    [("/autogroup-39556 nice 5\n", 5), ("", None)],  # a session in the root group: the kernel prints nothing
+)
+def test_the_session_autogroup_is_read_as_the_kernel_prints_it(
+    printed: str, nice: int | None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    proc_file = tmp_path / "autogroup"
+    proc_file.write_text(printed)
+    monkeypatch.setattr("cortex_site.celery.AUTOGROUP", proc_file)
+    assert session_autogroup_nice() == nice
+    monkeypatch.setattr("cortex_site.celery.AUTOGROUP", tmp_path / "absent")
+    assert session_autogroup_nice() is None
 
 
 @pytest.mark.parametrize("value", ["20", "-1", "low"])
