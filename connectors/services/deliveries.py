@@ -17,13 +17,13 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from django.core.cache import cache
-from django.db import connection, models, transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as BrokerError
@@ -40,6 +40,7 @@ from connectors.services import backoff
 from connectors.services.connectors import connector_set_error
 from connectors.services.sync import _apply_counts, _connector_lock, upsert_items
 from cortex_site.errors import CortexError, NotFound, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
+from cortex_site.model_rows import row_reader, table_and_columns
 
 logger = logging.getLogger(__name__)
 
@@ -78,21 +79,15 @@ def _connector(kind: str, connector_id: Any) -> Connector:
 def _connector_by_id(pk: uuid.UUID, kind: str) -> Connector | None:
     """`Connector.objects.filter(pk=pk, kind=kind).first()` without the queryset, which built and
     compiled its SQL on every delivery: 0.51 → 0.18 ms of the web process's CPU per delivery
-    (docs/benchmarks.md). Each value passes through its field's converter, as the ORM's would."""
-    fields = Connector._meta.concrete_fields
-    table, columns = _table_and_columns(Connector, fields)
+    (docs/benchmarks.md). Each value passes through its field's converters, as the ORM's would."""
+    reader = row_reader(Connector, connection)
+    table, columns = table_and_columns(Connector, reader.fields, connection)
     # The model's own table and column names; the values are parameters.
     sql = f"SELECT {columns} FROM {table} WHERE id = %s AND kind = %s"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.execute(sql, [pk, kind])
         row = cursor.fetchone()
-    if row is None:
-        return None
-    values = [
-        field.from_db_value(value, None, connection) if hasattr(field, "from_db_value") else value
-        for field, value in zip(fields, row, strict=True)
-    ]
-    return Connector.from_db(connection.alias, [field.attname for field in fields], values)
+    return None if row is None else reader.read(row, connection)
 
 
 def _reject(connector: Connector, error: CortexError) -> CortexError:
@@ -339,19 +334,13 @@ def _insert_once(delivery: Delivery) -> bool:
     """
     fields = list(Delivery._meta.concrete_fields)
     values = [field.get_db_prep_save(field.pre_save(delivery, add=True), connection) for field in fields]
-    table, columns = _table_and_columns(Delivery, fields)
+    table, columns = table_and_columns(Delivery, fields, connection)
     conflict = "ON CONFLICT (connector_id, delivery_id, organization_id) DO NOTHING RETURNING 1"
     # The model's own table and column names; every value is a parameter.
     sql = f"INSERT INTO {table} ({columns}) VALUES ({', '.join(['%s'] * len(fields))}) {conflict}"  # noqa: S608
     with connection.cursor() as cursor:
         cursor.execute(sql, values)
         return cursor.fetchone() is not None
-
-
-def _table_and_columns(model: type[models.Model], fields: Sequence[models.Field[Any, Any]]) -> tuple[str, str]:
-    """`model`'s table and `fields`' columns, quoted, for the two statements above written without the ORM."""
-    quote = connection.ops.quote_name
-    return quote(model._meta.db_table), ", ".join(quote(str(field.column)) for field in fields)
 
 
 def _enqueue(delivery_id: Any) -> bool:

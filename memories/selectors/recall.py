@@ -537,7 +537,7 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     ranked_pool.sort(key=lambda e: (-e[0], -e[1], -e[3].valid_from.timestamp(), str(e[3].pk)))
     returned = ranked_pool[: query.limit]
     wanted = [row.pk for *_rest, row, _candidate, _strength in returned]
-    memories = Memory.objects.select_related("author").in_bulk(wanted) if wanted else {}
+    memories = sql.memories_with_authors(wanted) if wanted else {}
     # Their scopes are among the reader's, which the Principal has loaded already: no join for them.
     scopes = {scope.pk: scope for scope in principal.readable_scopes()}
     for memory in memories.values():
