@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -27,8 +28,16 @@ from cortex_site.db_router import content_read_connection
 from cortex_site.model_rows import row_reader, table_and_columns
 from memories.models import Memory, User
 
-# HNSW search breadth, and how far an iterative scan may go before giving up (pgvector ≥ 0.8).
+# HNSW search breadth by the size of the graph a query walks, and how far an iterative scan may go
+# before giving up (pgvector ≥ 0.8). The same breadth finds less of the exact top-10 in a larger graph:
+# with `hash` vectors, text queries, ef_search 100 finds 0.993 of it in the 130k-chunk graph of 100k
+# memories but 0.937 in the 1.3M-chunk graph of 1M (200: 0.967, 400: 0.982), and a Contractor's walk
+# of one scope's 262k-chunk graph 0.969 at 100 (200: 0.982) — docs/benchmarks.md.
 EF_SEARCH = 100
+EF_SEARCH_BY_GRAPH = ((150_000, EF_SEARCH), (500_000, 200))  # (up to this many chunks, ef_search); beyond: 400
+EF_SEARCH_LARGEST = 400
+# How long a process keeps the graphs' sizes (they change with writes, slowly).
+GRAPH_SIZES_SECONDS = 300.0
 MAX_SCAN_TUPLES = 40_000
 # Lexical matches that get the cover-density tie-break (see lexical_hits).
 RANK_POOL = 400
@@ -92,7 +101,7 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
     # On a replica route this may be the read replica (cortex_site/db_router.py), like the other reads here.
     with content_read_connection().cursor() as cursor:
         cursor.execute(
-            f"""{_index_settings(k, exact=exact)};
+            f"""{_index_settings(k, where, exact=exact)};
             WITH hits AS MATERIALIZED (
                 SELECT c.id, c.memory_id, c.embedding <=> %s::vector AS distance, c.status = 'superseded' AS superseded
                   FROM memories_memorychunk AS c
@@ -108,7 +117,7 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
     return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2]), superseded=bool(r[3])) for r in rows]
 
 
-def _index_settings(k: int, *, exact: bool) -> str:
+def _index_settings(k: int, where: ChunkFilter, *, exact: bool) -> str:
     """The planner settings of a nearest-chunks query, sent in the same message as the query itself:
     a multi-statement message is one implicit transaction, so SET LOCAL ends with it (inside an
     open transaction, with that one) — no BEGIN/COMMIT round trips of its own."""
@@ -116,9 +125,51 @@ def _index_settings(k: int, *, exact: bool) -> str:
         # Sequential scan: the ground truth the benchmark compares the index path against.
         return "SET LOCAL enable_indexscan = off"
     return (
-        f"SET LOCAL hnsw.ef_search = {max(EF_SEARCH, int(k))}; SET LOCAL hnsw.iterative_scan = relaxed_order; "
-        f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
+        f"SET LOCAL hnsw.ef_search = {max(ef_search_for(where), int(k))}; "
+        f"SET LOCAL hnsw.iterative_scan = relaxed_order; SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}"
     )
+
+
+def ef_search_for(where: ChunkFilter) -> int:
+    """The search breadth for the graph this reader's query walks (EF_SEARCH_BY_GRAPH): the vector
+    index of its one scope when it reads one scope that has one (memories/services/scope_indexes.py;
+    the planner picks it), else the table's index, which holds every organization's chunks."""
+    sizes = _graph_sizes()
+    chunks = sizes.get(where.scope_ids[0]) if len(where.scope_ids) == 1 else None
+    if chunks is None:
+        chunks = sizes.get(None, 0)
+    for up_to, breadth in EF_SEARCH_BY_GRAPH:
+        if chunks <= up_to:
+            return breadth
+    return EF_SEARCH_LARGEST
+
+
+_graph_sizes_read: tuple[float, dict[int | None, int]] = (float("-inf"), {})
+
+
+def _graph_sizes() -> dict[int | None, int]:
+    """Chunks in each vector index, as the catalog estimates them (kept by VACUUM, ANALYZE and the
+    index builds): scope id → its index's size, None → the table's index. Kept per process for
+    GRAPH_SIZES_SECONDS: one catalog query every few minutes, not one per recall."""
+    global _graph_sizes_read
+    read_at, sizes = _graph_sizes_read
+    if time.monotonic() - read_at < GRAPH_SIZES_SECONDS:
+        return sizes
+    with content_read_connection().cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, greatest(c.reltuples, 0)::int8 FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+             WHERE i.indrelid = 'memories_memorychunk'::regclass AND i.indisvalid
+               AND (c.relname = 'chunk_embedding_hnsw' OR c.relname LIKE %s)
+            """,
+            [r"chunk\_hnsw\_scope\_%"],
+        )
+        rows = cursor.fetchall()
+    sizes = {}
+    for name, tuples in rows:
+        sizes[None if name == "chunk_embedding_hnsw" else int(name.rsplit("_", 1)[1])] = int(tuples)
+    _graph_sizes_read = (time.monotonic(), sizes)
+    return sizes
 
 
 def _rows_after_settings(cursor: Any) -> list[tuple[Any, ...]]:
@@ -435,7 +486,7 @@ def retrieve(
     lexical_cte, lexical_params = (f", lexical AS MATERIALIZED ({lexical[0]})", lexical[1]) if lexical else ("", [])
     lexical_union = " UNION SELECT id FROM lexical" if lexical else ""
     body, title, joins = _scored_columns(terms)
-    statement = f"""{_index_settings(dense_k, exact=exact)};
+    statement = f"""{_index_settings(dense_k, where, exact=exact)};
         WITH dense AS MATERIALIZED (
             SELECT c.id FROM memories_memorychunk AS c
              WHERE {clause} AND c.embedding IS NOT NULL

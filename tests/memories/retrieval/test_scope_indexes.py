@@ -241,3 +241,29 @@ def _connection_arguments() -> dict[str, Any]:
     params.pop("cursor_factory", None)
     params.pop("context", None)
     return params
+
+
+def test_the_search_breadth_follows_the_size_of_the_graph_a_reader_walks(
+    world: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The breadth that finds the exact neighbours in a 130k-chunk graph finds fewer in a 1.3M one: it grows
+    # with the graph the query walks — the reader's one scope's index when there is one, else the table's.
+    engineering, sales, handbook = (world["scopes"][slug] for slug in ("engineering", "sales", "handbook"))
+    scope_indexes_sync()
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE memories_memorychunk")
+    monkeypatch.setattr(sql, "EF_SEARCH_BY_GRAPH", ((5, 100), (10, 200)))  # this store's sizes, scaled down
+    monkeypatch.setattr(sql, "_graph_sizes_read", (float("-inf"), {}))
+
+    def reader(*scope_ids: int) -> sql.ChunkFilter:
+        return sql.ChunkFilter(world["org"].pk, list(scope_ids), 3, timezone.now())
+
+    sizes = sql._graph_sizes()
+    assert sizes[engineering] == sizes[sales] == 6 and sizes[None] >= 14 and handbook not in sizes
+    assert sql.ef_search_for(reader(engineering)) == 200  # its scope's graph: 6 chunks
+    assert sql.ef_search_for(reader(engineering, sales)) == 400  # the table's: every chunk
+    assert sql.ef_search_for(reader(handbook)) == 400  # a scope without an index walks the table's
+    # The sizes are kept per process for a while: a scope indexed meanwhile is not looked up on every recall.
+    with connection.cursor() as cursor:
+        cursor.execute(f"DROP INDEX {index_name(engineering)}")
+    assert sql.ef_search_for(reader(engineering)) == 200
