@@ -144,30 +144,50 @@ def ef_search_for(where: ChunkFilter) -> int:
     return EF_SEARCH_LARGEST
 
 
+# The chunk table's vector index, and the prefix of the per-scope ones (memories/services/scope_indexes.py).
+TABLE_VECTOR_INDEX = "chunk_embedding_hnsw"
+SCOPE_VECTOR_INDEX_PREFIX = "chunk_hnsw_scope_"
+
+
+@dataclass(frozen=True)
+class VectorIndex:
+    valid: bool  # a finished build (an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one)
+    chunks: int  # as the catalog estimates them (kept by VACUUM, ANALYZE and the index build)
+
+
+def vector_indexes(connection: Any) -> dict[int | None, VectorIndex]:
+    """The chunk table's vector indexes as the catalog lists them: scope id → that scope's index,
+    None → the table's own."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            SELECT c.relname, i.indisvalid, greatest(c.reltuples, 0)::int8
+              FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+             WHERE i.indrelid = 'memories_memorychunk'::regclass AND (c.relname = %s OR c.relname LIKE %s)
+            """,
+            [TABLE_VECTOR_INDEX, SCOPE_VECTOR_INDEX_PREFIX.replace("_", r"\_") + "%"],
+        )
+        rows = cursor.fetchall()
+    found: dict[int | None, VectorIndex] = {}
+    for name, valid, chunks in rows:
+        suffix = name.removeprefix(SCOPE_VECTOR_INDEX_PREFIX)
+        if name == TABLE_VECTOR_INDEX or suffix.isdigit():
+            found[None if name == TABLE_VECTOR_INDEX else int(suffix)] = VectorIndex(bool(valid), int(chunks))
+    return found
+
+
 _graph_sizes_read: tuple[float, dict[int | None, int]] = (float("-inf"), {})
 
 
 def _graph_sizes() -> dict[int | None, int]:
-    """Chunks in each vector index, as the catalog estimates them (kept by VACUUM, ANALYZE and the
-    index builds): scope id → its index's size, None → the table's index. Kept per process for
-    GRAPH_SIZES_SECONDS: one catalog query every few minutes, not one per recall."""
+    """Chunks in each valid vector index (`vector_indexes`), kept per process for GRAPH_SIZES_SECONDS:
+    one catalog query every few minutes, not one per recall."""
     global _graph_sizes_read
     read_at, sizes = _graph_sizes_read
     if time.monotonic() - read_at < GRAPH_SIZES_SECONDS:
         return sizes
-    with content_read_connection().cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.relname, greatest(c.reltuples, 0)::int8 FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
-             WHERE i.indrelid = 'memories_memorychunk'::regclass AND i.indisvalid
-               AND (c.relname = 'chunk_embedding_hnsw' OR c.relname LIKE %s)
-            """,
-            [r"chunk\_hnsw\_scope\_%"],
-        )
-        rows = cursor.fetchall()
-    sizes = {}
-    for name, tuples in rows:
-        sizes[None if name == "chunk_embedding_hnsw" else int(name.rsplit("_", 1)[1])] = int(tuples)
+    found = vector_indexes(content_read_connection())
+    sizes = {key: index.chunks for key, index in found.items() if index.valid}
     _graph_sizes_read = (time.monotonic(), sizes)
     return sizes
 

@@ -22,7 +22,6 @@ two graphs (docs/benchmarks.md measures what that costs).
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -30,10 +29,10 @@ from django.db import connection
 from pgvector.django import HnswIndex
 
 from memories.models import MemoryChunk, Scope, TermCount
+from memories.retrieval.sql import SCOPE_VECTOR_INDEX_PREFIX, TABLE_VECTOR_INDEX, vector_indexes
 
 TABLE = MemoryChunk._meta.db_table
-PREFIX = "chunk_hnsw_scope_"
-_NAME = re.compile(rf"^{PREFIX}(\d+)$")
+PREFIX = SCOPE_VECTOR_INDEX_PREFIX
 # One sync at a time (a session lock: CREATE INDEX CONCURRENTLY cannot run in a transaction).
 _LOCK_KEY = 7302_0003
 # The largest share of the table a scope may hold to get an index, and the share at which it loses it.
@@ -58,19 +57,7 @@ def index_name(scope_id: int) -> str:
 
 def scope_indexes() -> dict[int, bool]:
     """Every per-scope index on the chunk table: scope id → whether it is valid (a finished build)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            """
-            SELECT c.relname, i.indisvalid FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
-             WHERE i.indrelid = %s::regclass AND c.relname LIKE %s
-            """,
-            [TABLE, PREFIX.replace("_", r"\_") + "%"],
-        )
-        found = {}
-        for name, valid in cursor.fetchall():
-            if match := _NAME.match(name):
-                found[int(match.group(1))] = bool(valid)
-        return found
+    return {scope_id: index.valid for scope_id, index in vector_indexes(connection).items() if scope_id is not None}
 
 
 def _chunks_per_scope() -> dict[int, int]:
@@ -87,7 +74,7 @@ def _chunks_per_scope() -> dict[int, int]:
 
 
 def _table_index() -> HnswIndex:
-    index = next(i for i in MemoryChunk._meta.indexes if i.name == "chunk_embedding_hnsw")
+    index = next(i for i in MemoryChunk._meta.indexes if i.name == TABLE_VECTOR_INDEX)
     assert isinstance(index, HnswIndex)
     return index
 
