@@ -17,10 +17,10 @@ What it measures (docs/benchmarks.md has the numbers and how to read them):
 - **ingest**: memories/s through the real write pipeline with the `hash` and the `local`
   embedder (300–800 characters each): `memory_create`, one memory per call, and
   `memory_create_many` in batches of 25, as `cortex import` writes JSONL;
-- **writes into a scope with its own vector index** (`--indexed-writes`): batches into such a
-  scope with its index and without it, alternating, each rolled back.
+- **writes into a scope with its own indexes** (`--indexed-writes`): batches into such a
+  scope with its vector and full-text indexes and without them, alternating, each rolled back.
 
-Before measuring, each corpus gets the per-scope vector indexes beat's sync would give it
+Before measuring, each corpus gets the per-scope vector and full-text indexes beat's sync would give it
 (memories/services/scope_indexes.py); the first run on a corpus builds them.
 
 How the corpora are loaded: memories come from bench/synthetic.py (seeded); they are chunked by
@@ -471,8 +471,8 @@ def phase_recall(
 
         executive, contractor, load_s = principal(f"exec@{slug}.bench"), principal(f"contractor@{slug}.bench"), 0.0
         print(f"reusing the loaded corpus {slug} (--reload rebuilds it)", flush=True)
-    # What beat's scope index sync does on a running server: a vector index per large scope (the first run
-    # on a corpus builds them; later ones find them).
+    # What beat's scope index sync does on a running server: a vector and a full-text index per large scope
+    # (the first run on a corpus builds them; later ones find them).
     from memories.services.scope_indexes import scope_indexes_sync
 
     started = time.perf_counter()
@@ -505,18 +505,19 @@ INDEXED_WRITES = 500
 
 
 def measure_indexed_scope_writes(writer: Any) -> dict[str, Any] | None:
-    """What a scope's own vector index costs its writers: INDEXED_WRITES new memories into the first scope
-    that has one, in batches of BULK_BATCH through memory_create_many, with the index and then without it
-    (dropped inside the transaction), each run rolled back so the corpus stays as it was (the batches commit
+    """What a scope's own indexes (vector and full-text) cost its writers: INDEXED_WRITES new memories into
+    the first scope that has them, in batches of BULK_BATCH through memory_create_many, with the indexes and
+    without them (dropped inside the transaction), each run rolled back so the corpus stays as it was (the batches commit
     as savepoints: no fsync per batch, in both runs alike)."""
     from django.db import connection, transaction
     from synthetic import memory
 
     from memories.models import Memory, MemoryChunk, Scope
     from memories.services.memories import MemoryDraft, memory_create_many
-    from memories.services.scope_indexes import index_name, scope_indexes
+    from memories.services.scope_indexes import KINDS, index_name, scope_indexes
 
-    indexed = [scope_id for scope_id, valid in scope_indexes().items() if valid]
+    present = scope_indexes()
+    indexed = [scope_id for scope_id, _ in present if all(present.get((scope_id, kind)) for kind in KINDS)]
     scope = Scope.objects.filter(pk__in=indexed, organization_id=writer.organization_id).order_by("pk").first()
     if scope is None:
         return None
@@ -529,7 +530,8 @@ def measure_indexed_scope_writes(writer: Any) -> dict[str, Any] | None:
             if not with_index:
                 with connection.cursor() as cursor:
                     cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
-                    cursor.execute(f"DROP INDEX {index_name(scope.pk)}")
+                    for kind in KINDS:
+                        cursor.execute(f"DROP INDEX {index_name(scope.pk, kind)}")
             started = time.perf_counter()
             for start in range(0, len(drafts), BULK_BATCH):
                 memory_create_many(principal=writer, drafts=drafts[start : start + BULK_BATCH])
@@ -539,7 +541,7 @@ def measure_indexed_scope_writes(writer: Any) -> dict[str, Any] | None:
     # no later measurement of this corpus.
     with connection.cursor() as cursor:
         cursor.execute(f"VACUUM {Memory._meta.db_table}, {MemoryChunk._meta.db_table}")
-    print(f"writes into {scope.slug} with its own index and without (memories/s): {rates}", flush=True)
+    print(f"writes into {scope.slug} with its own indexes and without (memories/s): {rates}", flush=True)
     return {"scope": scope.slug, "memories": INDEXED_WRITES, "memories_per_s": rates}
 
 
@@ -800,7 +802,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--indexed-writes",
         action="store_true",
-        help="also time writes into a scope with its own vector index, with it and without (rolled back; "
+        help="also time writes into a scope with its own indexes, with them and without (rolled back; "
         "the corpus is vacuumed after, which moves its HNSW graphs slightly)",
     )
     parser.add_argument("--phase", nargs="+", help=argparse.SUPPRESS)

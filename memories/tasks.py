@@ -125,7 +125,7 @@ def compact_term_counts(batch_size: int = COMPACT_BATCH) -> int:
     time_limit=3600,
 )
 def sync_scope_indexes() -> dict[str, list[int]]:
-    """Build the vector indexes of scopes that have grown large and drop those no longer wanted (one at a time)."""
+    """Build the vector and full-text indexes of scopes that have grown large and drop those no longer wanted (one at a time)."""
     from memories.services.scope_indexes import scope_indexes_sync
 
     outcome = scope_indexes_sync()

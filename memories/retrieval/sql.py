@@ -144,20 +144,23 @@ def ef_search_for(where: ChunkFilter) -> int:
     return EF_SEARCH_LARGEST
 
 
-# The chunk table's vector index, and the prefix of the per-scope ones (memories/services/scope_indexes.py).
+# The chunk table's vector and full-text indexes, and the prefixes of the per-scope ones
+# (memories/services/scope_indexes.py).
 TABLE_VECTOR_INDEX = "chunk_embedding_hnsw"
 SCOPE_VECTOR_INDEX_PREFIX = "chunk_hnsw_scope_"
+TABLE_TEXT_INDEX = "chunk_search_gin"
+SCOPE_TEXT_INDEX_PREFIX = "chunk_gin_scope_"
 
 
 @dataclass(frozen=True)
-class VectorIndex:
+class ChunkIndex:
     valid: bool  # a finished build (an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one)
     chunks: int  # as the catalog estimates them (kept by VACUUM, ANALYZE and the index build)
 
 
-def vector_indexes(connection: Any) -> dict[int | None, VectorIndex]:
-    """The chunk table's vector indexes as the catalog lists them: scope id → that scope's index,
-    None → the table's own."""
+def chunk_indexes(connection: Any, table_index: str, scope_prefix: str) -> dict[int | None, ChunkIndex]:
+    """One kind of the chunk table's indexes as the catalog lists them: scope id → that scope's index
+    (named `scope_prefix` + id), None → the table's own (`table_index`)."""
     with connection.cursor() as cursor:
         cursor.execute(
             """
@@ -165,15 +168,20 @@ def vector_indexes(connection: Any) -> dict[int | None, VectorIndex]:
               FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
              WHERE i.indrelid = 'memories_memorychunk'::regclass AND (c.relname = %s OR c.relname LIKE %s)
             """,
-            [TABLE_VECTOR_INDEX, SCOPE_VECTOR_INDEX_PREFIX.replace("_", r"\_") + "%"],
+            [table_index, scope_prefix.replace("_", r"\_") + "%"],
         )
         rows = cursor.fetchall()
-    found: dict[int | None, VectorIndex] = {}
+    found: dict[int | None, ChunkIndex] = {}
     for name, valid, chunks in rows:
-        suffix = name.removeprefix(SCOPE_VECTOR_INDEX_PREFIX)
-        if name == TABLE_VECTOR_INDEX or suffix.isdigit():
-            found[None if name == TABLE_VECTOR_INDEX else int(suffix)] = VectorIndex(bool(valid), int(chunks))
+        suffix = name.removeprefix(scope_prefix)
+        if name == table_index or suffix.isdigit():
+            found[None if name == table_index else int(suffix)] = ChunkIndex(bool(valid), int(chunks))
     return found
+
+
+def vector_indexes(connection: Any) -> dict[int | None, ChunkIndex]:
+    """The chunk table's vector indexes (`chunk_indexes`)."""
+    return chunk_indexes(connection, TABLE_VECTOR_INDEX, SCOPE_VECTOR_INDEX_PREFIX)
 
 
 _graph_sizes_read: tuple[float, dict[int | None, int]] = (float("-inf"), {})

@@ -222,8 +222,8 @@ def _start(plan: ReembedPlan) -> dict[str, Any]:
         cursor.execute(f"LOCK TABLE {TABLE} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute(f"DROP INDEX IF EXISTS {INDEX_NAME}")
         # The scopes' own indexes too: every vector changes; beat's next scope index sync builds them again.
-        for scope_id in scope_indexes():
-            cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(scope_id)}")
+        for scope_id, kind in scope_indexes("vector"):
+            cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(scope_id, kind)}")
         if plan.changes_dimension:
             cursor.execute(f"ALTER TABLE {TABLE} ALTER COLUMN embedding TYPE vector({int(plan.target[2])}) USING NULL")
         else:

@@ -1,23 +1,26 @@
-"""Vector indexes of one scope each, for the readers who read one scope.
+"""Indexes of one scope each — its vector graph and its full-text index — for the readers who read one scope.
 
 The chunk table's HNSW index (`chunk_embedding_hnsw`) holds every organization's chunks, and a
 reader's filter (organization, scopes, clearance) is applied while the graph is walked: a reader
 who may see a small share of the table has the walk visit many chunks for each one it returns
 (100k memories: a Contractor who reads one scope, a tenth of the table, HNSW p50 8 ms against the
-Executive's 3). So a scope holding at least CORTEX_SCOPE_INDEX_MIN_CHUNKS active chunks, and at
-most half of the table, gets a partial HNSW index of its own chunks, `chunk_hnsw_scope_<id>`
-(`WHERE scope_id = <id>`). PostgreSQL's planner picks it by itself for every query whose filter
-names that scope alone — a reader of one scope, a recall narrowed to one — since the predicate
-proves the index holds every row the query can return; the read rule stays in the query's WHERE
-either way, so what a reader may see does not depend on which index answers. Readers of several
-scopes keep the table's index.
+Executive's 3). The table's full-text index (`chunk_search_gin`) likewise gives every chunk of the
+table holding a query's words, which such a reader's (scope, clearance) rows then narrow (100k: a
+Contractor's 10.7k matches of "contract" ANDed with his 13.1k rows to keep 1.0k). So a scope holding
+at least CORTEX_SCOPE_INDEX_MIN_CHUNKS active chunks, and at most half of the table, gets a partial
+HNSW index of its own chunks, `chunk_hnsw_scope_<id>`, and a partial GIN index of their full-text
+vectors, `chunk_gin_scope_<id>` (both `WHERE scope_id = <id>`). PostgreSQL's planner picks them by
+itself for every query whose filter names that scope alone — a reader of one scope, a recall
+narrowed to one — since the predicate proves the index holds every row the query can return; the
+read rule stays in the query's WHERE either way, so what a reader may see does not depend on which
+index answers. Readers of several scopes keep the table's indexes.
 
 `scope_indexes_sync` (beat, every 10 minutes) builds what is missing with CREATE INDEX
-CONCURRENTLY — writers are never blocked — and drops an index whose scope is gone, has shrunk
+CONCURRENTLY — writers are never blocked — and drops the indexes of a scope that is gone, has shrunk
 below half the threshold or has grown past three quarters of the table (the hysteresis keeps a
 scope near a limit from being built and dropped in turn). A build interrupted half-way leaves an
 invalid index, which the next sync drops and builds again. Writes into an indexed scope maintain
-two graphs (docs/benchmarks.md measures what that costs).
+two graphs and two full-text indexes (docs/benchmarks.md measures what that costs).
 """
 
 from __future__ import annotations
@@ -29,13 +32,23 @@ from django.db import connection
 from pgvector.django import HnswIndex
 
 from memories.models import MemoryChunk, Scope, TermCount
-from memories.retrieval.sql import SCOPE_VECTOR_INDEX_PREFIX, TABLE_VECTOR_INDEX, vector_indexes
+from memories.retrieval.sql import (
+    SCOPE_TEXT_INDEX_PREFIX,
+    SCOPE_VECTOR_INDEX_PREFIX,
+    TABLE_TEXT_INDEX,
+    TABLE_VECTOR_INDEX,
+    chunk_indexes,
+)
 
 TABLE = MemoryChunk._meta.db_table
-PREFIX = SCOPE_VECTOR_INDEX_PREFIX
+# The kinds of index a scope gets: kind → (the prefix of its name, the table's own index of that kind).
+KINDS = {
+    "vector": (SCOPE_VECTOR_INDEX_PREFIX, TABLE_VECTOR_INDEX),
+    "text": (SCOPE_TEXT_INDEX_PREFIX, TABLE_TEXT_INDEX),
+}
 # One sync at a time (a session lock: CREATE INDEX CONCURRENTLY cannot run in a transaction).
 _LOCK_KEY = 7302_0003
-# The largest share of the table a scope may hold to get an index, and the share at which it loses it.
+# The largest share of the table a scope may hold to get its indexes, and the share at which it loses them.
 BUILD_SHARE = 0.5
 DROP_SHARE = 0.75
 # Memory for one build: HNSW builds slow down by an order of magnitude once the graph spills to disk.
@@ -45,19 +58,26 @@ _BUILD_MEMORY_MB = (64, 2048)
 
 @dataclass
 class ScopeIndexSync:
-    built: list[int] = field(default_factory=list)  # scope ids whose index was built (or rebuilt)
-    dropped: list[int] = field(default_factory=list)  # scope ids whose index was dropped
-    kept: list[int] = field(default_factory=list)
+    built: list[int] = field(default_factory=list)  # scope ids that had an index built (or rebuilt)
+    dropped: list[int] = field(default_factory=list)  # scope ids whose indexes were dropped
+    kept: list[int] = field(default_factory=list)  # scope ids whose indexes were all there and valid
     skipped: bool = False  # another sync held the lock
 
 
-def index_name(scope_id: int) -> str:
-    return f"{PREFIX}{int(scope_id)}"
+def index_name(scope_id: int, kind: str) -> str:
+    return f"{KINDS[kind][0]}{int(scope_id)}"
 
 
-def scope_indexes() -> dict[int, bool]:
-    """Every per-scope index on the chunk table: scope id → whether it is valid (a finished build)."""
-    return {scope_id: index.valid for scope_id, index in vector_indexes(connection).items() if scope_id is not None}
+def scope_indexes(kind: str | None = None) -> dict[tuple[int, str], bool]:
+    """Every per-scope index on the chunk table (of one `kind`, or of all): (scope id, kind) → whether
+    it is valid (a finished build)."""
+    found: dict[tuple[int, str], bool] = {}
+    for name, (prefix, table_index) in KINDS.items():
+        if kind in (None, name):
+            for scope_id, index in chunk_indexes(connection, table_index, prefix).items():
+                if scope_id is not None:
+                    found[(scope_id, name)] = index.valid
+    return found
 
 
 def _chunks_per_scope() -> dict[int, int]:
@@ -79,25 +99,28 @@ def _table_index() -> HnswIndex:
     return index
 
 
-def _build(scope_id: int, chunks: int) -> None:
-    table = _table_index()  # the same graph parameters as the table's own index
-    options = ", ".join(f"{k} = {int(v)}" for k, v in (("m", table.m), ("ef_construction", table.ef_construction)) if v)
-    graph = f"WITH ({options}) " if options else ""
+def _build(scope_id: int, kind: str, chunks: int) -> None:
+    if kind == "text":
+        method = "gin (search_vector)"
+    else:
+        table = _table_index()  # the same graph parameters as the table's own index
+        options = ", ".join(f"{k} = {int(v)}" for k, v in (("m", table.m), ("ef_construction", table.ef_construction)) if v)
+        method = f"hnsw (embedding vector_cosine_ops) WITH ({options})" if options else "hnsw (embedding vector_cosine_ops)"
     memory_mb = min(max(chunks * _BUILD_MEMORY_PER_CHUNK // 2**20, _BUILD_MEMORY_MB[0]), _BUILD_MEMORY_MB[1])
     with connection.cursor() as cursor:
         cursor.execute(f"SET maintenance_work_mem = '{memory_mb}MB'")
         try:
             cursor.execute(
-                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index_name(scope_id)} ON {TABLE} "
-                f"USING hnsw (embedding vector_cosine_ops) {graph}WHERE scope_id = {int(scope_id)}"
+                f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {index_name(scope_id, kind)} ON {TABLE} "
+                f"USING {method} WHERE scope_id = {int(scope_id)}"
             )
         finally:
             cursor.execute("RESET maintenance_work_mem")
 
 
-def _drop(scope_id: int) -> None:
+def _drop(scope_id: int, kind: str) -> None:
     with connection.cursor() as cursor:
-        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(scope_id)}")
+        cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(scope_id, kind)}")
 
 
 def scope_indexes_sync() -> ScopeIndexSync:
@@ -117,18 +140,34 @@ def scope_indexes_sync() -> ScopeIndexSync:
     try:
         chunks = _chunks_per_scope()
         table = sum(chunks.values())
-        for scope_id, valid in sorted(scope_indexes().items()):
+        present = scope_indexes()
+        indexed = {scope_id for (scope_id, _), valid in present.items() if valid}
+
+        def wanted(scope_id: int) -> bool:
             count = chunks.get(scope_id)
-            if valid and count is not None and threshold / 2 <= count <= DROP_SHARE * table:
+            if count is None:
+                return False
+            if scope_id in indexed:  # the hysteresis: an indexed scope keeps its indexes a while longer
+                return threshold / 2 <= count <= DROP_SHARE * table
+            return threshold <= count <= BUILD_SHARE * table
+
+        for scope_id in sorted({scope_id for scope_id, _ in present} | set(chunks)):
+            keep = wanted(scope_id)
+            mine = {kind: present.get((scope_id, kind)) for kind in KINDS}
+            if keep and all(mine.values()):
                 outcome.kept.append(scope_id)
                 continue
-            _drop(scope_id)  # an interrupted build too: made again below when still due
-            if valid:
-                outcome.dropped.append(scope_id)
-        for scope_id, count in sorted(chunks.items()):
-            if scope_id not in outcome.kept and count >= threshold and count <= BUILD_SHARE * table:
-                _build(scope_id, count)
-                outcome.built.append(scope_id)
+            for kind, valid in mine.items():
+                if valid is not None and not (keep and valid):
+                    _drop(scope_id, kind)  # an interrupted build too: made again below when still due
+            if not keep:
+                if scope_id in indexed:
+                    outcome.dropped.append(scope_id)
+                continue
+            for kind, valid in mine.items():
+                if not valid:
+                    _build(scope_id, kind, chunks[scope_id])
+            outcome.built.append(scope_id)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [_LOCK_KEY])

@@ -109,15 +109,20 @@ def test_reembed_drops_the_scopes_own_vector_indexes_for_the_next_sync_to_build(
     with connection.cursor() as cursor:  # as the sync builds it (not concurrently: this test runs in a transaction)
         cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the rows' deferred checks first, as reembed does
         cursor.execute(
-            f"CREATE INDEX {index_name(scope_id)} ON memories_memorychunk USING hnsw (embedding vector_cosine_ops) "
+            f"CREATE INDEX {index_name(scope_id, 'vector')} ON memories_memorychunk USING hnsw (embedding vector_cosine_ops) "
             f"WHERE scope_id = {scope_id}"
         )
-    assert scope_indexes() == {scope_id: True}
+        cursor.execute(
+            f"CREATE INDEX {index_name(scope_id, 'text')} ON memories_memorychunk USING gin (search_vector) "
+            f"WHERE scope_id = {scope_id}"
+        )
+    assert scope_indexes() == {(scope_id, "vector"): True, (scope_id, "text"): True}
 
     run("--refresh", "--yes")
 
     # Every vector changed: an index of the old ones would only cost every write until the next sync rebuilds it.
-    assert scope_indexes() == {}
+    # The full-text one holds what did not change.
+    assert scope_indexes() == {(scope_id, "text"): True}
     assert index_definition() is not None
 
 
