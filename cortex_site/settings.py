@@ -332,7 +332,7 @@ CELERY_BEAT_SCHEDULE = {
     "finalise-redaction-holds": {"task": "memories.finalise_redaction_holds", "schedule": 3600.0},
     # Recall's term counts: each write appends rows; this folds them (memories/services/term_counts.py).
     "compact-term-counts": {"task": "memories.compact_term_counts", "schedule": 60.0},
-    # A vector index per large scope, for readers of one scope (memories/services/scope_indexes.py).
+    # A vector and a full-text index per large scope, for readers of one scope (memories/services/scope_indexes.py).
     "sync-scope-indexes": {"task": "memories.sync_scope_indexes", "schedule": 600.0},
     # The opt-in daily digest e-mail, once a day at CORTEX_DIGEST_HOUR (TIME_ZONE, UTC).
     "daily-digest": {
@@ -358,7 +358,7 @@ CORTEX_POST_WRITE_GRACE_SECONDS = env_int("CORTEX_POST_WRITE_GRACE_SECONDS", 300
 CORTEX_POST_WRITE_SWEEP_BATCH = env_int("CORTEX_POST_WRITE_SWEEP_BATCH", 500, minimum=1)
 # Members handled per task of the daily digest (a full batch enqueues the next).
 CORTEX_DIGEST_BATCH = env_int("CORTEX_DIGEST_BATCH", 200, minimum=1)
-# A scope with at least this many active chunks (and at most half of them all) gets a vector index of its own.
+# A scope with at least this many active chunks (and at most half of them all) gets a vector and a full-text index of its own.
 CORTEX_SCOPE_INDEX_MIN_CHUNKS = env_int("CORTEX_SCOPE_INDEX_MIN_CHUNKS", 2000, minimum=1)
 # A (non-urgent) redaction keeps the removed words this many days so an admin can restore it.
 CORTEX_REDACTION_HOLD_DAYS = env_int("CORTEX_REDACTION_HOLD_DAYS", 7, minimum=0)

@@ -221,7 +221,7 @@ def _start(plan: ReembedPlan) -> dict[str, Any]:
         _flush_deferred_checks(cursor)
         cursor.execute(f"LOCK TABLE {TABLE} IN SHARE ROW EXCLUSIVE MODE")
         cursor.execute(f"DROP INDEX IF EXISTS {INDEX_NAME}")
-        # The scopes' own indexes too: every vector changes; beat's next scope index sync builds them again.
+        # The scopes' own vector indexes too: every vector changes; beat's next scope index sync builds them again.
         for scope_id, kind in scope_indexes("vector"):
             cursor.execute(f"DROP INDEX IF EXISTS {scope_index_name(scope_id, kind)}")
         if plan.changes_dimension:
