@@ -26,6 +26,7 @@ two graphs and two full-text indexes (docs/benchmarks.md measures what that cost
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from django.conf import settings
 from django.db import connection
@@ -42,7 +43,8 @@ from memories.retrieval.sql import (
 
 TABLE = MemoryChunk._meta.db_table
 # The kinds of index a scope gets: kind → (the prefix of its name, the table's own index of that kind).
-KINDS = {
+Kind = Literal["vector", "text"]
+KINDS: dict[Kind, tuple[str, str]] = {
     "vector": (SCOPE_VECTOR_INDEX_PREFIX, TABLE_VECTOR_INDEX),
     "text": (SCOPE_TEXT_INDEX_PREFIX, TABLE_TEXT_INDEX),
 }
@@ -64,14 +66,14 @@ class ScopeIndexSync:
     skipped: bool = False  # another sync held the lock
 
 
-def index_name(scope_id: int, kind: str) -> str:
+def index_name(scope_id: int, kind: Kind) -> str:
     return f"{KINDS[kind][0]}{int(scope_id)}"
 
 
-def scope_indexes(kind: str | None = None) -> dict[tuple[int, str], bool]:
+def scope_indexes(kind: Kind | None = None) -> dict[tuple[int, Kind], bool]:
     """Every per-scope index on the chunk table (of one `kind`, or of all): (scope id, kind) → whether
     it is valid (a finished build)."""
-    found: dict[tuple[int, str], bool] = {}
+    found: dict[tuple[int, Kind], bool] = {}
     for name, (prefix, table_index) in KINDS.items():
         if kind in (None, name):
             for scope_id, index in chunk_indexes(connection, table_index, prefix).items():
@@ -99,7 +101,8 @@ def _table_index() -> HnswIndex:
     return index
 
 
-def _build(scope_id: int, kind: str, chunks: int) -> None:
+def _build(scope_id: int, kind: Kind, chunks: int) -> None:
+    """Build one of a scope's indexes, concurrently: writers go on while it is built."""
     if kind == "text":
         method = "gin (search_vector)"
     else:
@@ -118,7 +121,7 @@ def _build(scope_id: int, kind: str, chunks: int) -> None:
             cursor.execute("RESET maintenance_work_mem")
 
 
-def _drop(scope_id: int, kind: str) -> None:
+def _drop(scope_id: int, kind: Kind) -> None:
     with connection.cursor() as cursor:
         cursor.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {index_name(scope_id, kind)}")
 

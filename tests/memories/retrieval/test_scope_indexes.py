@@ -18,7 +18,7 @@ from memories.models import Memory, MemoryChunk, Scope
 from memories.retrieval import sql
 from memories.selectors.recall import RecallQuery, recall
 from memories.services.memories import memory_delete
-from memories.services.scope_indexes import KINDS, index_name, scope_indexes, scope_indexes_sync
+from memories.services.scope_indexes import KINDS, Kind, index_name, scope_indexes, scope_indexes_sync
 from memories.tasks import sync_scope_indexes
 
 # CREATE INDEX CONCURRENTLY cannot run inside the transaction a plain django_db test is wrapped in.
@@ -67,7 +67,7 @@ def world(acme: dict[str, Any], settings: Any) -> dict[str, Any]:
     return {**acme, "scopes": scopes}
 
 
-def _definition(scope_id: int, kind: str) -> str:
+def _definition(scope_id: int, kind: Kind) -> str:
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [index_name(scope_id, kind)])
         return str(cursor.fetchone()[0])
