@@ -31,6 +31,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         sys.exit(hook_main(args[1:]))
     prepare()
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(["cortex", "cortex", *args])
+    try:
+        execute_from_command_line(["cortex", "cortex", *args])
+    except ImproperlyConfigured as exc:  # e.g. DATABASE_URL set by hand without SECRET_KEY: say so, no traceback
+        print(f"cortex: {exc}", file=sys.stderr)
+        sys.exit(2)

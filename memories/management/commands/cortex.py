@@ -14,6 +14,11 @@ class Command(BaseCommand):
     help = "Cortex operator commands: org, user, scope, grant, token, demo, ..."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        program, _, name = parser.prog.rpartition(" ")
+        if program == name:
+            # The `cortex` console script (cortex_site/cli.py) runs this command as `cortex cortex …`;
+            # its usage lines and errors name it once, as the operator typed it.
+            parser.prog = name
         sub = parser.add_subparsers(dest="cortex_command", required=True, parser_class=CommandParser)
         for command in COMMANDS:
             command.add_parser(sub)
