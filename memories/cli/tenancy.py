@@ -8,7 +8,7 @@ from typing import Any
 
 from memories.cli import common
 from memories.models import Membership, Scope
-from memories.selectors.operator import token_by_prefix
+from memories.selectors.operator import member_summaries, organization_summaries, scopes_of, token_by_prefix
 from memories.services import tenancy as services
 
 
@@ -18,6 +18,7 @@ def add_parser(sub: Any) -> None:
     create.add_argument("slug")
     create.add_argument("--name", default="")
     create.set_defaults(handler=org_create)
+    org.add_parser("list", help="list the organizations").set_defaults(handler=org_list)
 
     user = sub.add_parser("user", help="people").add_subparsers(dest="user_command", required=True)
     add = user.add_parser("add", help="add a person to an organization")
@@ -28,6 +29,9 @@ def add_parser(sub: Any) -> None:
     add.add_argument("--password")
     add.add_argument("--name", default="")
     add.set_defaults(handler=user_add)
+    ulist = user.add_parser("list", help="list an organization's members")
+    ulist.add_argument("--org", required=True)
+    ulist.set_defaults(handler=user_list)
 
     scope = sub.add_parser("scope", help="scopes").add_subparsers(dest="scope_command", required=True)
     screate = scope.add_parser("create", help="create a scope")
@@ -36,6 +40,9 @@ def add_parser(sub: Any) -> None:
     screate.add_argument("--visibility", choices=Scope.Visibility.values, default=Scope.Visibility.GRANTED)
     screate.add_argument("--name", default="")
     screate.set_defaults(handler=scope_create)
+    slist = scope.add_parser("list", help="list an organization's scopes")
+    slist.add_argument("--org", required=True)
+    slist.set_defaults(handler=scope_list)
 
     grant = sub.add_parser("grant", help="give a member access to a scope")
     grant.add_argument("email")
@@ -73,6 +80,33 @@ def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
         f"Created organization {org.slug} ({org.name}) with scope "
         "public-docs and ladder Contractor < Employee < Manager < Executive."
     )
+
+
+def org_list(command: Any, **_: Any) -> None:
+    rows = [
+        (o.slug, o.name, _count(o.members, "member"), _count(o.scopes, "scope")) for o in organization_summaries()
+    ]
+    common.write_table(command, rows, empty="No organizations yet. Create one with: cortex org create <slug>")
+
+
+def user_list(command: Any, *, org: str, **_: Any) -> None:
+    rows = [
+        (m.email, m.name or "-", m.clearance, m.role, "" if m.active else "deactivated")
+        for m in member_summaries(common.operator(org))
+    ]
+    common.write_table(command, rows, empty=f"No members in {org} yet. Add one with: cortex user add <email> --org {org} --clearance <rung>")
+
+
+def scope_list(command: Any, *, org: str, **_: Any) -> None:
+    rows = [
+        (s.slug, s.name, s.visibility, "" if s.members_can_write else "read-only", "retired" if s.retired_at else "")
+        for s in scopes_of(common.operator(org))
+    ]
+    common.write_table(command, rows, empty=f"No scopes in {org}.")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def user_add(

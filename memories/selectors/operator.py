@@ -3,9 +3,13 @@ slug, tokens by prefix. Each raises NotFound with a sentence saying how to fix i
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from django.db.models import Count, Q
+
 from cortex_site.errors import NotFound
 from memories.access import Operator
-from memories.models import ApiToken, Conflict, Membership, Organization, Scope
+from memories.models import ApiToken, ClearanceLevel, Conflict, Membership, Organization, Scope
 
 
 def organization_by_slug(slug: str) -> Organization:
@@ -61,3 +65,47 @@ def token_by_prefix(operator: Operator, prefix: str) -> ApiToken:
 
 def open_conflict_count(operator: Operator) -> int:
     return Conflict.objects.filter(organization=operator.organization, status=Conflict.Status.OPEN).count()
+
+
+@dataclass(frozen=True)
+class OrganizationSummary:
+    slug: str
+    name: str
+    members: int  # active memberships
+    scopes: int  # not retired
+
+
+def organization_summaries() -> list[OrganizationSummary]:
+    """Every organization, by slug, with its active members and open scopes (`cortex org list`)."""
+    rows = Organization.objects.order_by("slug").annotate(
+        active_members=Count("memberships", filter=Q(memberships__deactivated_at__isnull=True), distinct=True),
+        open_scopes=Count("scopes", filter=Q(scopes__retired_at__isnull=True), distinct=True),
+    )
+    return [OrganizationSummary(o.slug, o.name, o.active_members, o.open_scopes) for o in rows]
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    email: str
+    name: str
+    clearance: str  # the rung's name
+    role: str
+    active: bool
+
+
+def member_summaries(operator: Operator) -> list[MemberSummary]:
+    """The organization's members, by email, with the name of their rung (`cortex user list`)."""
+    org = operator.organization
+    rungs = dict(ClearanceLevel.objects.filter(organization=org).values_list("rank", "name"))
+    members = Membership.objects.filter(organization=org).select_related("user").order_by("user__email")
+    return [
+        MemberSummary(
+            m.user.email, m.user.name, rungs.get(m.clearance_rank, str(m.clearance_rank)), m.role, m.deactivated_at is None
+        )
+        for m in members
+    ]
+
+
+def scopes_of(operator: Operator) -> list[Scope]:
+    """The organization's scopes, by slug, retired ones too (`cortex scope list`)."""
+    return list(Scope.objects.filter(organization=operator.organization).order_by("slug"))

@@ -206,6 +206,48 @@ def cli_acme_people(cli_acme: Organization) -> Organization:
     return cli_acme
 
 
+# -- lists ---------------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_org_list_says_how_to_start_then_lists_every_organization_with_its_counts() -> None:
+    assert cortex("org", "list") == ["No organizations yet. Create one with: cortex org create <slug>"]
+    cortex("org", "create", "globex", "--name", "Globex")
+    cortex("org", "create", "acme", "--name", "Acme Robotics")
+    cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee")
+    cortex("user", "add", "bo@example.test", "--org", "acme", "--clearance", "Manager")
+    cortex("scope", "create", "sales", "--org", "acme")
+    Membership.objects.filter(user__email="bo@example.test").update(deactivated_at=timezone.now())
+    assert cortex("org", "list") == [
+        "acme    Acme Robotics  1 member   2 scopes",
+        "globex  Globex         0 members  1 scope",
+    ]
+
+
+@pytest.mark.django_db
+def test_user_and_scope_lists_show_one_organization_and_nothing_of_another(cli_acme_people: Organization) -> None:
+    cortex("org", "create", "globex")
+    cortex("user", "add", "gil@globex.test", "--org", "globex", "--clearance", "Executive", "--admin", "--name", "Gil Bates")
+    cortex("scope", "create", "secret-plans", "--org", "globex")
+    cortex("user", "add", "cy@example.test", "--org", "acme", "--clearance", "Contractor", "--admin", "--name", "Cy Young")
+    tenancy.scope_retire(scope=Scope.objects.get(organization=cli_acme_people, slug="sales"))
+    Scope.objects.filter(organization=cli_acme_people, slug="engineering").update(members_can_write=False)
+    Membership.objects.filter(user__email="ann@example.test").update(deactivated_at=timezone.now())
+
+    assert cortex("user", "list", "--org", "acme") == [
+        "ann@example.test  -         Employee    member  deactivated",
+        "cy@example.test   Cy Young  Contractor  admin",
+    ]
+    assert cortex("scope", "list", "--org", "acme") == [
+        "engineering  Engineering  granted      read-only",
+        "public-docs  Public docs  all_members",
+        "sales        Sales        granted                 retired",
+    ]
+    assert cortex("user", "list", "--org", "globex") == ["gil@globex.test  Gil Bates  Executive  admin"]
+    assert "secret-plans" in "\n".join(cortex("scope", "list", "--org", "globex"))
+    for command in ("user", "scope"):
+        with pytest.raises(CommandError, match="Unknown organization 'nope'. Create it with: cortex org create nope"):
+            cortex(command, "list", "--org", "nope")
+
+
 @pytest.mark.django_db
 def test_grant_gives_read_and_write_or_read_only(cli_acme_people: Organization) -> None:
     assert (
