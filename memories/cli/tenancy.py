@@ -83,9 +83,7 @@ def org_create(command: Any, *, slug: str, name: str, **_: Any) -> None:
 
 
 def org_list(command: Any, **_: Any) -> None:
-    rows = [
-        (o.slug, o.name, _count(o.members, "member"), _count(o.scopes, "scope")) for o in organization_summaries()
-    ]
+    rows = [(o.slug, o.name, _count(o.members, "member"), _count(o.scopes, "scope")) for o in organization_summaries()]
     common.write_table(command, rows, empty="No organizations yet. Create one with: cortex org create <slug>")
 
 
@@ -94,7 +92,8 @@ def user_list(command: Any, *, org: str, **_: Any) -> None:
         (m.email, m.name or "-", m.clearance, m.role, "" if m.active else "deactivated")
         for m in member_summaries(common.operator(org))
     ]
-    common.write_table(command, rows, empty=f"No members in {org} yet. Add one with: cortex user add <email> --org {org} --clearance <rung>")
+    hint = f"cortex user add <email> --org {org} --clearance <rung>"
+    common.write_table(command, rows, empty=f"No members in {org} yet. Add one with: {hint}")
 
 
 def scope_list(command: Any, *, org: str, **_: Any) -> None:

@@ -244,7 +244,7 @@ def test_user_and_scope_lists_show_one_organization_and_nothing_of_another(cli_a
     assert cortex("user", "list", "--org", "globex") == ["gil@globex.test  Gil Bates  Executive  admin"]
     assert "secret-plans" in "\n".join(cortex("scope", "list", "--org", "globex"))
     for command in ("user", "scope"):
-        with pytest.raises(CommandError, match="Unknown organization 'nope'. Create it with: cortex org create nope"):
+        with pytest.raises(CommandError, match=re.escape("Unknown organization 'nope'. Create it with: cortex org create nope")):
             cortex(command, "list", "--org", "nope")
 
 
