@@ -211,6 +211,9 @@ def cli_acme_people(cli_acme: Organization) -> Organization:
 def test_org_list_says_how_to_start_then_lists_every_organization_with_its_counts() -> None:
     assert cortex("org", "list") == ["No organizations yet. Create one with: cortex org create <slug>"]
     cortex("org", "create", "globex", "--name", "Globex")
+    assert cortex("user", "list", "--org", "globex") == [
+        "No members in globex yet. Add one with: cortex user add <email> --org globex --clearance <rung>"
+    ]
     cortex("org", "create", "acme", "--name", "Acme Robotics")
     cortex("user", "add", "ann@example.test", "--org", "acme", "--clearance", "Employee")
     cortex("user", "add", "bo@example.test", "--org", "acme", "--clearance", "Manager")
