@@ -348,11 +348,11 @@ def test_the_cli_names_itself_once_and_says_in_one_sentence_what_is_missing(home
     assert "Traceback" not in no_key.stderr
     # Usage and its errors need no database, and name the command as it was typed: `cortex org`.
     env = _runner_env(home, DATABASE_URL=unreachable, REDIS_URL="redis://127.0.0.1:9/0", SECRET_KEY="only-for-this-test")
-    for args, code in ((["org", "--help"], 0), (["org", "list"], 2)):
+    for args, code in ((["org", "--help"], 0), (["org", "rename"], 2)):
         result = subprocess.run([str(CORTEX_SCRIPT), *args], env=env, cwd=home, capture_output=True, text=True, timeout=120)
         assert result.returncode == code, result.stderr
         assert (result.stdout + result.stderr).startswith("usage: cortex org "), result.stdout + result.stderr
-    assert "cortex org: error: argument org_command: invalid choice: 'list'" in result.stderr
+    assert "cortex org: error: argument org_command: invalid choice: 'rename'" in result.stderr
 
 
 def _operator_cli_works_beside_the_runner(run: RunningCortex) -> None:
