@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from django.db.models import Count, Q
 
 from cortex_site.errors import NotFound
-from memories.access import Operator
-from memories.models import ApiToken, ClearanceLevel, Conflict, Membership, Organization, Scope
+from memories.access import Operator, clearance_names
+from memories.models import ApiToken, Conflict, Membership, Organization, Scope
 
 
 def organization_by_slug(slug: str) -> Organization:
@@ -96,7 +96,7 @@ class MemberSummary:
 def member_summaries(operator: Operator) -> list[MemberSummary]:
     """The organization's members, by email, with the name of their rung (`cortex user list`)."""
     org = operator.organization
-    rungs = dict(ClearanceLevel.objects.filter(organization=org).values_list("rank", "name"))
+    rungs = clearance_names(org.pk)
     members = Membership.objects.filter(organization=org).select_related("user").order_by("user__email")
     return [
         MemberSummary(
