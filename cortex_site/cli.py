@@ -2,7 +2,8 @@
 `cortex hook prompt|stop` are the coding-agent hooks (cortex_site.agent_hooks), which need no database.
 
 Both find a running `make run` through CORTEX_HOME (see cortex_site.running) when DATABASE_URL is
-not set, and say so in one sentence when nothing runs.
+not set, and say so in one sentence when nothing runs — after the usage, when that is what was asked
+(`cortex`, `cortex --help`, `cortex org -h`): usage needs no database.
 """
 
 from __future__ import annotations
@@ -11,16 +12,31 @@ import os
 import sys
 from collections.abc import Sequence
 
+HELP = frozenset({"-h", "--help"})
+# What the settings need to load when nothing runs and only usage is asked for: addresses nothing
+# answers at (a missing socket directory, a closed loopback port) — argparse prints and exits before
+# anything would connect.
+_USAGE_ONLY = {
+    "DATABASE_URL": "postgresql://cortex@/cortex?host=/nonexistent/cortex-not-running",
+    "REDIS_URL": "redis://127.0.0.1:9/0",
+    "SECRET_KEY": "usage-only: nothing is signed",
+}
 
-def prepare() -> None:
-    """Point Django at our settings and at the running services; exit 2 with one sentence if none."""
+
+def prepare(*, usage_only: bool = False) -> str | None:
+    """Point Django at our settings and at the running services. When none run: exit 2 with one
+    sentence, or — when only usage is asked for (`usage_only`) — return that sentence, to print after it."""
     from cortex_site.running import use_running_services
 
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "cortex_site.settings")
     problem = use_running_services()
+    if problem and usage_only:
+        os.environ.update(_USAGE_ONLY)
+        return problem
     if problem:
         print(f"cortex: {problem}", file=sys.stderr)
         sys.exit(2)
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -30,7 +46,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         from cortex_site.agent_hooks import main as hook_main
 
         sys.exit(hook_main(args[1:]))
-    prepare()
+    not_running = prepare(usage_only=not args or bool(HELP & set(args)))
     from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
@@ -39,3 +55,6 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ImproperlyConfigured as exc:  # e.g. DATABASE_URL set by hand without SECRET_KEY: say so, no traceback
         print(f"cortex: {exc}", file=sys.stderr)
         sys.exit(2)
+    finally:
+        if not_running:  # usage was printed (argparse exits); the commands themselves need `make run`
+            print(f"cortex: {not_running}", file=sys.stderr)

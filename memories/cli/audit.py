@@ -14,7 +14,7 @@ NO_ORGANIZATION = "(no organization)"
 
 
 def add_parser(sub: Any) -> None:
-    audit = sub.add_parser("audit", help="the audit log").add_subparsers(dest="audit_command", required=True)
+    audit = sub.add_parser("audit", help="the audit log").add_subparsers(dest="audit_command", metavar="command", required=True)
     verify = audit.add_parser("verify", help="recompute hash chains; exit 1 when one is broken")
     which = verify.add_mutually_exclusive_group(required=True)
     which.add_argument("--org", help="one organization's chain")

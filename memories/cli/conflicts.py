@@ -12,7 +12,7 @@ from memories.services.conflicts import conflict_policy_set
 
 def add_parser(sub: Any) -> None:
     conflicts = sub.add_parser("conflicts", help="conflict policy and queue").add_subparsers(
-        dest="conflicts_command", required=True
+        dest="conflicts_command", metavar="command", required=True
     )
     policy = conflicts.add_parser("policy", help="show or set an organization's conflict policy (auto or manual)")
     policy.add_argument("--org", required=True, help="organization slug")

@@ -13,14 +13,14 @@ from memories.services import tenancy as services
 
 
 def add_parser(sub: Any) -> None:
-    org = sub.add_parser("org", help="organizations").add_subparsers(dest="org_command", required=True)
+    org = sub.add_parser("org", help="organizations").add_subparsers(dest="org_command", metavar="command", required=True)
     create = org.add_parser("create", help="create an organization")
     create.add_argument("slug")
     create.add_argument("--name", default="")
     create.set_defaults(handler=org_create)
     org.add_parser("list", help="list the organizations").set_defaults(handler=org_list)
 
-    user = sub.add_parser("user", help="people").add_subparsers(dest="user_command", required=True)
+    user = sub.add_parser("user", help="people").add_subparsers(dest="user_command", metavar="command", required=True)
     add = user.add_parser("add", help="add a person to an organization")
     add.add_argument("email")
     add.add_argument("--org", required=True)
@@ -33,7 +33,7 @@ def add_parser(sub: Any) -> None:
     ulist.add_argument("--org", required=True)
     ulist.set_defaults(handler=user_list)
 
-    scope = sub.add_parser("scope", help="scopes").add_subparsers(dest="scope_command", required=True)
+    scope = sub.add_parser("scope", help="scopes").add_subparsers(dest="scope_command", metavar="command", required=True)
     screate = scope.add_parser("create", help="create a scope")
     screate.add_argument("slug")
     screate.add_argument("--org", required=True)
@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
     grant.add_argument("--read-only", action="store_true")
     grant.set_defaults(handler=grant_set)
 
-    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", required=True)
+    token = sub.add_parser("token", help="API tokens").add_subparsers(dest="token_command", metavar="command", required=True)
     tcreate = token.add_parser("create", help="create a token (the secret is printed once, alone on the last line)")
     tcreate.add_argument("email")
     tcreate.add_argument("--org", required=True)

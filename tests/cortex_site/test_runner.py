@@ -333,6 +333,21 @@ def test_the_cli_says_in_one_sentence_when_nothing_runs(home: Path) -> None:
         assert result.stdout == ""
 
 
+def test_the_cli_gives_its_usage_when_nothing_runs_and_then_says_so(home: Path) -> None:
+    not_running = f"cortex: Cortex is not running from {home}: start `make run` first, or set DATABASE_URL."
+    asked = _cli(home, "--help")
+    assert asked.returncode == 0, asked.stderr
+    assert asked.stdout.startswith("usage: cortex [-h]")
+    assert "org                 organizations" in asked.stdout
+    assert asked.stderr.strip() == not_running
+    scoped = _cli(home, "org", "-h")
+    assert (scoped.returncode, scoped.stdout.startswith("usage: cortex org [-h] command")) == (0, True), scoped.stderr
+    bare = _cli(home)
+    assert bare.returncode == 2
+    assert bare.stderr.startswith("usage: cortex [-h]")
+    assert bare.stderr.strip().endswith(f"cortex: error: the following arguments are required: command\n{not_running}")
+
+
 def test_the_cli_names_itself_once_and_says_in_one_sentence_what_is_missing(home: Path) -> None:
     unreachable = "postgresql://nobody@/nowhere?host=/nonexistent"
     no_key = subprocess.run(
@@ -352,7 +367,7 @@ def test_the_cli_names_itself_once_and_says_in_one_sentence_what_is_missing(home
         result = subprocess.run([str(CORTEX_SCRIPT), *args], env=env, cwd=home, capture_output=True, text=True, timeout=120)
         assert result.returncode == code, result.stderr
         assert (result.stdout + result.stderr).startswith("usage: cortex org "), result.stdout + result.stderr
-    assert "cortex org: error: argument org_command: invalid choice: 'rename'" in result.stderr
+    assert "cortex org: error: argument command: invalid choice: 'rename'" in result.stderr
 
 
 def _operator_cli_works_beside_the_runner(run: RunningCortex) -> None:

@@ -19,7 +19,7 @@ class Command(BaseCommand):
             # The `cortex` console script (cortex_site/cli.py) runs this command as `cortex cortex …`;
             # its usage lines and errors name it once, as the operator typed it.
             parser.prog = name
-        sub = parser.add_subparsers(dest="cortex_command", required=True, parser_class=CommandParser)
+        sub = parser.add_subparsers(dest="cortex_command", metavar="command", required=True, parser_class=CommandParser)
         for command in COMMANDS:
             command.add_parser(sub)
 
