@@ -46,7 +46,8 @@ PERMANENT_ERRORS: dict[str, str] = {
     "invalid_arguments": "Slack refused the request as malformed (invalid_arguments); check the channel ids in the connector.",
 }
 # Codes about one message or user, not the connector: the item is skipped (or marked gone), the run goes on.
-ITEM_ERRORS = {"thread_not_found", "message_not_found", "user_not_found", "users_not_found"}
+# user_not_visible: a Slack Connect member of another organization the bot may not look up.
+ITEM_ERRORS = {"thread_not_found", "message_not_found", "user_not_found", "users_not_found", "user_not_visible"}
 # Slack's own "try again later" answers that come with HTTP 200 and ok=false.
 RETRYABLE_ERRORS = {"ratelimited", "internal_error", "fatal_error", "service_unavailable", "request_timeout"}
 

@@ -19,12 +19,14 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from django.conf import settings
 from slack_sdk.signature import SignatureVerifier
 
 from connectors.base import Page, ParsedDelivery, Source, SourceItem
 from connectors.errors import InvalidSignature, PermanentSourceError, SourceError
+from connectors.models import ConnectorItem
 from connectors.sources.slack.client import SlackClient, SlackItemMissing, SlackUser
-from connectors.sources.slack.mrkdwn import to_plain_text
+from connectors.sources.slack.mrkdwn import rich_text_markup, to_plain_text
 from cortex_site.errors import NotFound, ValidationFailed
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ BACKFILL_PER_CHANNEL = 50
 # Slack's replay window for signed requests (either way).
 SIGNATURE_WINDOW_SECONDS = 5 * 60
 TITLE_LENGTH = 80
+# Ends a conversation cut to the longest content a memory may hold.
+CUT_NOTE = "\n\n(The conversation continues in Slack: it is longer than a memory holds.)"
 
 # Event types processed, with what they mean for memories.
 EVENTS: dict[str, str] = {
@@ -231,6 +235,10 @@ class SlackSource(Source):
         if abs(time.time() - sent_at) > SIGNATURE_WINDOW_SECONDS:
             raise InvalidSignature("The request timestamp is more than 5 minutes away from now (a replay, or a wrong clock).")
         secret = self.credentials.get("signing_secret", "")
+        # Slack signs UTF-8 JSON with a hex digest; anything else is forged, and would make the SDK's
+        # verifier raise (it decodes the body and compares the signature as text) rather than refuse.
+        if not signature.isascii() or not _is_utf8(body):
+            raise InvalidSignature("The Slack signature does not match this connector's signing secret.")
         # The SDK's verifier: v0=HMAC-SHA256(secret, "v0:{timestamp}:{raw body}"), compared in constant time.
         if not secret or not SignatureVerifier(secret).is_valid(body=body, timestamp=timestamp, signature=signature):
             raise InvalidSignature("The Slack signature does not match this connector's signing secret.")
@@ -258,7 +266,11 @@ class SlackSource(Source):
                 ignored=True,
                 reason=f"Slack {kind or 'unknown'} envelopes are not synced",
             )
-        event = payload.get("event") or {}
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return ParsedDelivery(
+                delivery_id=delivery_id, event="unknown", ignored=True, reason="the envelope has no event object"
+            )
         event_type = str(event.get("type") or "")
         subtype = str(event.get("subtype") or "")
         name = f"{event_type}.{subtype}" if subtype else event_type
@@ -300,6 +312,10 @@ class SlackSource(Source):
         thread_ts = str(message.get("thread_ts") or "")
         if thread_ts and (thread_ts != ts or message.get("reply_count")):
             return [self._thread_item(channel, thread_ts)]
+        if subtype != "message_changed" and self._stored(f"{channel}:{ts}"):
+            # A new message's event holds its text as first posted: arriving after Cortex stored the
+            # message (a late retry, after an edit or a catch-up sync), it is older than what is stored.
+            return []
         return [self.item_for(channel, message, replies=[])]
 
     # -- pull: first-sync backfill and catch-up ----------------------------------------------------
@@ -401,10 +417,14 @@ class SlackSource(Source):
         first_line = next((line.strip() for line in text.splitlines() if line.strip()), "(no text)")
         if len(first_line) > TITLE_LENGTH:
             first_line = first_line[: TITLE_LENGTH - 1].rstrip() + "…"
+        content = "\n".join(lines).strip() or "(no text)"
+        if len(content) > settings.CORTEX_MAX_CONTENT_CHARS:
+            # A memory past the limit would be refused, and with it every later reply: keep the start.
+            content = content[: settings.CORTEX_MAX_CONTENT_CHARS - len(CUT_NOTE)].rsplit("\n", 1)[0].rstrip() + CUT_NOTE
         return SourceItem(
             external_id=f"{channel}:{ts}",
             title=f"#{channel_name}: {first_line}",
-            content="\n".join(lines).strip() or "(no text)",
+            content=content,
             source_url=self.client.permalink(channel, ts),
             author_name=author.name,
             author_email=author.email,
@@ -418,12 +438,33 @@ class SlackSource(Source):
         return SourceItem(external_id=f"{channel}:{ts}", title="", content="", deleted=True)
 
     def _text(self, message: Mapping[str, Any]) -> str:
-        text = str(message.get("text") or "")
-        files = [str(f.get("name") or f.get("title") or "") for f in message.get("files") or [] if isinstance(f, dict)]
-        plain = to_plain_text(text, user_name=lambda user_id: self._user(user_id).name)
+        """What the message says: its text (else its rich-text blocks, else its attachments' text), the
+        messages it shares, and the names of its files."""
+        attachments = [a for a in message.get("attachments") or [] if isinstance(a, dict)]
+        text = str(message.get("text") or "").strip() or rich_text_markup(message.get("blocks"))
+        if not text:
+            text = "\n".join(str(a.get("text") or a.get("fallback") or "") for a in attachments if not a.get("is_share"))
+        lines = [self._plain(text)] if text.strip() else []
+        for shared in (a for a in attachments if a.get("is_share")):  # a forwarded message: what was forwarded
+            said = self._plain(str(shared.get("text") or shared.get("fallback") or ""))
+            lines.append(f"{shared.get('author_name') or 'someone'} (shared): {said}")
+        files = [f for f in message.get("files") or [] if isinstance(f, dict)]
         if files:
-            plain = (plain + "\n" if plain else "") + "Files: " + ", ".join(name for name in files if name)
-        return plain
+            # Files past a free plan's limit, or that need files.info, come without a name.
+            names = [str(f.get("name") or f.get("title") or "") for f in files]
+            lines.append("Files: " + (", ".join(n for n in names if n) or f"{len(files)} file{'s' if len(files) != 1 else ''}"))
+        return "\n".join(lines).strip()
+
+    def _plain(self, markup: str) -> str:
+        names = self.config.get("channel_names") or {}
+        return to_plain_text(
+            markup,
+            user_name=lambda user_id: self._user(user_id).name,
+            channel_name=lambda channel: str(names.get(channel) or channel),
+        )
+
+    def _stored(self, external_id: str) -> bool:
+        return ConnectorItem.objects.filter(connector_id=self.connector.pk, external_id=external_id).exists()
 
     def _user(self, user_id: str) -> SlackUser:
         if not user_id:
@@ -444,6 +485,14 @@ class SlackSource(Source):
                 f"Slack channel {channel} is private but is not mapped to a granted scope; map it in the "
                 "connector's channel scopes to a granted scope (nothing from it was stored)."
             )
+
+
+def _is_utf8(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _digest(raw: bytes) -> str:

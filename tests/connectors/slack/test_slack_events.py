@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from django.test import Client
 from support.slack_workspace import FakeSlack, envelope, fixture, fixture_bytes, sign
+from support.stub_server import StubResponse
 
 from connectors.models import Connector, ConnectorItem, Delivery
 from memories.models import Memory
@@ -349,3 +350,194 @@ def test_the_author_is_linked_to_the_member_with_the_same_email(
     [memory] = memories_for(connector)
     assert memory.author_id == grace.user_id
     assert memory.author_name == "Grace Hopper"
+
+
+@pytest.mark.parametrize(
+    ("body", "signature"),
+    [
+        pytest.param(b'{"type": "event_callback", "event": {"text": "\xff"}}', None, id="body-not-utf8"),
+        pytest.param(fixture_bytes("event_callback__message"), "v0=\u00e9t\u00e9", id="signature-not-ascii"),
+    ],
+)
+def test_a_forged_request_slack_could_not_have_sent_is_refused_not_crashed_on(
+    client: Client, connector: Connector, body: bytes, signature: str | None
+) -> None:
+    # Anyone can send these with a current timestamp: the answer is a refusal, never a 500.
+    headers = sign(b"another body")
+    if signature is not None:
+        headers["X-Slack-Signature"] = signature
+    response = post(client, connector, body, headers=headers)
+    assert response.status_code == 401
+    assert response.json()["error_code"] == "INVALID_SIGNATURE"
+    assert not Delivery.objects.exists()
+
+
+@pytest.mark.parametrize("event", ["message", ["message"], 7], ids=["string", "list", "number"])
+def test_a_signed_envelope_whose_event_is_not_an_object_is_ignored(
+    client: Client, connector: Connector, event: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    body = json.dumps({"type": "event_callback", "event_id": "Ev0ODD", "team_id": "T111", "event": event}).encode()
+    response = deliver(client, connector, body, django_capture_on_commit_callbacks)
+    assert response.status_code == 202
+    assert response.json()["ignored"] is True
+    assert memories_for(connector) == []
+
+
+def test_an_author_slack_hides_from_the_bot_is_named_by_id_and_the_connector_keeps_going(
+    client: Client, connector: Connector, slack: FakeSlack, django_capture_on_commit_callbacks: Any
+) -> None:
+    # A Slack Connect member of another organization: users.info answers user_not_visible.
+    slack.interrupts["users.info"] = [StubResponse(json={"ok": False, "error": "user_not_visible"})]
+    body = message_event(GENERAL, "1719300000.000100", "Our side ships on Friday", user="UEXTERNAL1")
+    assert deliver(client, connector, body, django_capture_on_commit_callbacks).status_code == 200
+
+    [memory] = memories_for(connector)
+    assert memory.content == "Our side ships on Friday"
+    assert memory.author_name == "UEXTERNAL1"
+    connector.refresh_from_db()
+    assert connector.status == Connector.Status.ACTIVE and connector.last_error == ""
+    assert Delivery.objects.get(connector=connector).status == Delivery.Status.PROCESSED
+
+
+def test_files_slack_does_not_describe_are_counted_not_left_as_an_empty_line(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Files past a free workspace's limit, or needing files.info, come as ids only.
+    files = [{"id": "F0HIDDEN1", "mode": "hidden_by_limit"}, {"id": "F0HIDDEN2", "file_access": "check_file_info"}]
+    body = message_event(GENERAL, "1719300000.000100", "", subtype="file_share", files=files)
+    deliver(client, connector, body, django_capture_on_commit_callbacks)
+    [memory] = memories_for(connector)
+    assert memory.content == "Files: 2 files"
+    assert memory.title == "#general: Files: 2 files"
+
+
+def test_a_message_with_only_rich_text_blocks_keeps_its_words(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any
+) -> None:
+    body = fixture("event_callback__message")
+    body["event"].update(ts="1719300000.000100", event_ts="1719300000.000100", text="")
+    body["event"]["blocks"] = [
+        {
+            "type": "rich_text",
+            "block_id": "Xh7lJ",
+            "elements": [
+                {
+                    "type": "rich_text_section",
+                    "elements": [
+                        {"type": "user", "user_id": "U012AB3CDE"},
+                        {"type": "text", "text": " the rollout plan for R&D "},
+                        {"type": "emoji", "name": "rocket", "unicode": "1f680"},
+                        {"type": "text", "text": "\n"},
+                    ],
+                },
+                {
+                    "type": "rich_text_list",
+                    "style": "bullet",
+                    "elements": [
+                        {"type": "rich_text_section", "elements": [{"type": "text", "text": "staging on Monday"}]},
+                        {
+                            "type": "rich_text_section",
+                            "elements": [
+                                {"type": "link", "url": "https://docs.acme.test/prod", "text": "production"},
+                                {"type": "text", "text": " on Friday, ask "},
+                                {"type": "channel", "channel_id": "C111"},
+                                {"type": "text", "text": " "},
+                                {"type": "broadcast", "range": "here"},
+                            ],
+                        },
+                    ],
+                },
+            ],
+        }
+    ]
+    deliver(client, connector, json.dumps(body).encode(), django_capture_on_commit_callbacks)
+    [memory] = memories_for(connector)
+    assert memory.content == (
+        "@Alan Turing the rollout plan for R&D :rocket:\n"
+        "- staging on Monday\n"
+        "- production (https://docs.acme.test/prod) on Friday, ask #eng @here"
+    )
+    assert memory.title == "#general: @Alan Turing the rollout plan for R&D :rocket:"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", "Grace Hopper (shared): Hello, the launch moved to Friday"),
+        ("FYI <@U012AB3CDE>", "FYI @Alan Turing\nGrace Hopper (shared): Hello, the launch moved to Friday"),
+    ],
+    ids=["forwarded-alone", "forwarded-with-a-comment"],
+)
+def test_a_shared_message_keeps_what_was_shared(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any, text: str, expected: str
+) -> None:
+    shared = {
+        "is_msg_unfurl": True,
+        "is_share": True,
+        "channel_id": GENERAL,
+        "ts": "1719209506.817929",
+        "fallback": "[June 24th, 2024 6:11 AM] grace: Hello, the launch moved to Friday",
+        "text": "Hello, the launch moved to Friday",
+        "author_id": "U06NU4E26M9",
+        "author_name": "Grace Hopper",
+        "from_url": f"https://acme.slack.com/archives/{GENERAL}/p1719209506817929",
+        "footer": "Posted in #general",
+    }
+    deliver(
+        client,
+        connector,
+        message_event(ENG, "1719300000.000100", text, attachments=[shared]),
+        django_capture_on_commit_callbacks,
+    )
+    [memory] = memories_for(connector)
+    assert memory.content == expected
+
+
+def test_email_links_and_channel_mentions_read_as_names(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Slack now writes channel mentions as <#C111|> (no name) as well as <#C111>.
+    text = "Write to <mailto:ops@acme.test|ops@acme.test> or ask in <#C111|> and <#C111>, not <#C999|>"
+    deliver(client, connector, message_event(GENERAL, "1719300000.000100", text), django_capture_on_commit_callbacks)
+    [memory] = memories_for(connector)
+    assert memory.content == "Write to ops@acme.test or ask in #eng and #eng, not #C999"
+
+
+def test_a_thread_longer_than_a_memory_holds_is_stored_cut_with_a_note(
+    client: Client, connector: Connector, slack: FakeSlack, settings: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    settings.CORTEX_MAX_CONTENT_CHARS = 3000
+    parent_ts = "1719200000.000100"
+    slack.post(ENG, parent_ts, "Incident: checkout is down")
+    for n in range(8):
+        slack.reply(ENG, parent_ts, f"17192{n + 1:05d}.000200", f"update {n}: " + "details " * 60)
+    reply = message_event(ENG, "1719200008.000200", "the last update", thread_ts=parent_ts)
+    deliver(client, connector, reply, django_capture_on_commit_callbacks)
+
+    assert Delivery.objects.get(connector=connector).status == Delivery.Status.PROCESSED
+    memory = current(connector, f"{ENG}:{parent_ts}")
+    assert len(memory.content) <= 3000
+    assert memory.content.startswith("Incident: checkout is down\n\nThread:\nAda Lovelace: update 0:")
+    assert memory.content.endswith("(The conversation continues in Slack: it is longer than a memory holds.)")
+
+
+def test_a_late_retry_of_the_first_post_does_not_undo_an_edit(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Cortex was down when the message was posted; the edit, a minute later, arrived first, then
+    # Slack's retry of the original post (X-Slack-Retry-Num 1) with the text as first typed.
+    ts = "1719209506.817929"
+    changed = copy.deepcopy(fixture("message__message_changed"))
+    changed["channel"] = GENERAL
+    for key in ("thread_ts", "parent_user_id"):
+        changed["message"].pop(key)
+    changed["message"].update(ts=ts, user="U06NU4E26M9", text="The launch moves to Friday")
+    deliver(client, connector, json.dumps(envelope(changed, event_id="Ev0EDIT3")).encode(), django_capture_on_commit_callbacks)
+
+    original = message_event(GENERAL, ts, "The launch moves to Fridya", user="U06NU4E26M9")
+    retry = {**sign(original), "X-Slack-Retry-Num": "1", "X-Slack-Retry-Reason": "http_error"}
+    assert deliver(client, connector, original, django_capture_on_commit_callbacks, headers=retry).status_code == 200
+
+    [memory] = memories_for(connector)
+    assert memory.status == Memory.Status.ACTIVE
+    assert memory.content == "The launch moves to Friday"
