@@ -25,7 +25,7 @@ DEFAULT_TIMEOUT = 10.0
 # A workspace member's name and email change rarely; a day keeps users.info calls to one per
 # author per day and still picks up renames.
 USER_CACHE_SECONDS = 24 * 3600
-# Threads longer than this are folded up to this many replies (the memory says so).
+# Threads longer than this are folded up to this many replies (the memory says how many it leaves out).
 MAX_THREAD_REPLIES = 200
 
 # Slack error codes that a person must fix; the sentence is what the connector card shows.
@@ -44,6 +44,9 @@ PERMANENT_ERRORS: dict[str, str] = {
     "team_access_not_granted": "The Slack app is not installed in this "
     "workspace (team_access_not_granted). Install it and paste its bot token.",
     "invalid_arguments": "Slack refused the request as malformed (invalid_arguments); check the channel ids in the connector.",
+    "is_archived": "Channel {channel} is archived in Slack (is_archived). Unarchive it or remove it from the connector.",
+    "ekm_access_denied": "Slack's Enterprise Key Management denies access to channel {channel} "
+    "(ekm_access_denied). A workspace admin must restore access to the key.",
 }
 # Codes about one message or user, not the connector: the item is skipped (or marked gone), the run goes on.
 # user_not_visible: a Slack Connect member of another organization the bot may not look up.

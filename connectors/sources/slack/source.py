@@ -25,6 +25,7 @@ from slack_sdk.signature import SignatureVerifier
 from connectors.base import Page, ParsedDelivery, Source, SourceItem
 from connectors.errors import InvalidSignature, PermanentSourceError, SourceError
 from connectors.models import ConnectorItem
+from connectors.sources.slack import client as slack_client
 from connectors.sources.slack.client import SlackClient, SlackItemMissing, SlackUser
 from connectors.sources.slack.mrkdwn import rich_text_markup, to_plain_text
 from cortex_site.errors import NotFound, ValidationFailed
@@ -402,10 +403,16 @@ class SlackSource(Source):
         if parent is None or parent.get("subtype") == "tombstone":
             return self._deleted(channel, thread_ts)
         replies = [m for m in messages if str(m.get("ts")) != thread_ts and ignore_reason(m) is None]
-        return self.item_for(channel, parent, replies=replies)
+        # The client folds at most MAX_THREAD_REPLIES; when it stopped there, the parent says how many more there are.
+        fetched = len(messages) - 1
+        later = max(0, _count(parent.get("reply_count")) - fetched) if fetched >= slack_client.MAX_THREAD_REPLIES else 0
+        return self.item_for(channel, parent, replies=replies, later_replies=later)
 
-    def item_for(self, channel: str, message: Mapping[str, Any], *, replies: list[dict[str, Any]]) -> SourceItem:
-        """The memory for a conversation: the message, then its thread (who said what), oldest first."""
+    def item_for(
+        self, channel: str, message: Mapping[str, Any], *, replies: list[dict[str, Any]], later_replies: int = 0
+    ) -> SourceItem:
+        """The memory for a conversation: the message, then its thread (who said what), oldest first,
+        and how many `later_replies` it leaves out."""
         ts = str(message["ts"])
         author = self._user(str(message.get("user") or ""))
         text = self._text(message)
@@ -413,6 +420,8 @@ class SlackSource(Source):
         if replies:
             lines += ["", "Thread:"]
             lines += [f"{self._user(str(reply.get('user') or '')).name}: {self._text(reply)}" for reply in replies]
+        if later_replies:
+            lines += ["", f"({later_replies} later repl{'y is' if later_replies == 1 else 'ies are'} in Slack only.)"]
         channel_name = (self.config.get("channel_names") or {}).get(channel, channel)
         first_line = next((line.strip() for line in text.splitlines() if line.strip()), "(no text)")
         if len(first_line) > TITLE_LENGTH:
@@ -485,6 +494,13 @@ class SlackSource(Source):
                 f"Slack channel {channel} is private but is not mapped to a granted scope; map it in the "
                 "connector's channel scopes to a granted scope (nothing from it was stored)."
             )
+
+
+def _count(value: Any) -> int:
+    try:
+        return max(0, int(value))
+    except (TypeError, ValueError):
+        return 0
 
 
 def _is_utf8(raw: bytes) -> bool:

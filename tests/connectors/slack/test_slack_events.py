@@ -541,3 +541,23 @@ def test_a_late_retry_of_the_first_post_does_not_undo_an_edit(
     [memory] = memories_for(connector)
     assert memory.status == Memory.Status.ACTIVE
     assert memory.content == "The launch moves to Friday"
+
+
+def test_a_thread_longer_than_the_replies_folded_says_how_many_are_left_in_slack(
+    client: Client,
+    connector: Connector,
+    slack: FakeSlack,
+    monkeypatch: pytest.MonkeyPatch,
+    django_capture_on_commit_callbacks: Any,
+) -> None:
+    monkeypatch.setattr("connectors.sources.slack.client.MAX_THREAD_REPLIES", 3)
+    parent_ts = "1719300000.000100"
+    slack.post(ENG, parent_ts, "Which region for the new cluster?")
+    for n in range(5):
+        slack.reply(ENG, parent_ts, f"17193{n + 1:05d}.000200", f"vote {n}")
+    reply = message_event(ENG, "1719300005.000200", "vote 4", thread_ts=parent_ts)
+    deliver(client, connector, reply, django_capture_on_commit_callbacks)
+
+    memory = current(connector, f"{ENG}:{parent_ts}")
+    assert "vote 2" in memory.content and "vote 3" not in memory.content
+    assert memory.content.endswith("(2 later replies are in Slack only.)")
