@@ -208,6 +208,10 @@ class DriveSource(Source):
 
 
 def _extension_for(file: dict[str, Any]) -> str | None:
+    if str(file.get("mimeType") or "").startswith("application/vnd.google-apps."):
+        # Drive's own kinds (shortcuts, folders, Sheets) have no bytes to download, whatever their
+        # name ends with: a shortcut takes its target's name ("Q3 plan.pdf").
+        return None
     suffix = PurePath(str(file.get("name") or "")).suffix.lower()
     if suffix in SUPPORTED_EXTENSIONS:
         return suffix

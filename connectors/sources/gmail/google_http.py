@@ -37,6 +37,9 @@ T = TypeVar("T")
 
 # 403 reasons that mean "slow down", not "forbidden" (Google answers quota problems with 403).
 _RATE_LIMIT_REASONS = frozenset({"rateLimitExceeded", "userRateLimitExceeded", "quotaExceeded", "dailyLimitExceeded"})
+# 403 reasons Drive gives for one file it will not hand over (too large to export, export or
+# download disabled by its owner): that file's problem, not the account's access.
+_FILE_REFUSAL_REASONS = frozenset({"exportSizeLimitExceeded", "cannotExportFile", "cannotDownloadFile", "fileNotDownloadable"})
 
 
 class NotFound(Exception):
@@ -148,6 +151,8 @@ def execute(request: Callable[[], T], *, what: str, product: str) -> T:
                 f"{product} refused the connector's Google authorization (401) while reading {what}: "
                 "reconnect the Google account in the connector's settings."
             ) from exc
+        if status == 403 and reason in _FILE_REFUSAL_REASONS:
+            raise PermanentSourceError(f"{product} refused {what} (403: {message or reason}).") from exc
         if status == 403:
             raise PermanentSourceError(
                 f"{product} forbade reading {what} (403: {message or reason}): check that the Google account granted "
@@ -203,5 +208,10 @@ def _refresh_reason(exc: RefreshError) -> str:
 
 
 def _refresh_is_transient(exc: RefreshError) -> bool:
-    retryable = getattr(exc, "retryable", False)
-    return bool(retryable)
+    if getattr(exc, "retryable", False):
+        return True
+    # google-auth marks any non-JSON answer to a user credential's refresh as final, whatever its
+    # status. Google refuses a grant with a JSON error (RFC 6749 §5.2): an HTML or empty answer is an
+    # outage page (a 502 from Google or a proxy), not a revoked authorization.
+    args = exc.args
+    return len(args) == 1 and isinstance(args[0], str) and (not args[0].strip() or args[0].lstrip().startswith("<"))

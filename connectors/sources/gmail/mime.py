@@ -14,6 +14,7 @@ import codecs
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from email.errors import HeaderParseError
 from email.header import decode_header, make_header
 from email.message import Message
 from email.utils import getaddresses, parsedate_to_datetime
@@ -97,19 +98,20 @@ def decode_body(data: str) -> bytes:
 
 
 def decode_text(data: bytes, charset: str | None) -> str:
-    """Bytes in a declared charset; an unknown or missing charset falls back to UTF-8, then Latin-1."""
+    """Bytes in a declared charset; an unknown or missing charset falls back to UTF-8, then
+    Windows-1252, then Latin-1. Latin-1 labels are read as Windows-1252, as mail readers do (the
+    WHATWG Encoding Standard): Outlook labels its curly quotes, dashes and € "iso-8859-1"."""
     name = (charset or "utf-8").strip().strip('"').lower()
     try:
-        codecs.lookup(name)
+        name = "cp1252" if codecs.lookup(name).name == "iso8859-1" else name
     except LookupError:
         name = "utf-8"
-    try:
-        return data.decode(name)
-    except UnicodeDecodeError:
+    for candidate in (name, "utf-8", "cp1252"):
         try:
-            return data.decode("utf-8")
+            return data.decode(candidate)
         except UnicodeDecodeError:
-            return data.decode("latin-1")
+            continue
+    return data.decode("latin-1")
 
 
 def decode_header_value(value: str) -> str:
@@ -118,7 +120,8 @@ def decode_header_value(value: str) -> str:
         return value
     try:
         return str(make_header(decode_header(value)))
-    except (UnicodeDecodeError, LookupError, ValueError):
+    except (UnicodeDecodeError, LookupError, ValueError, HeaderParseError):
+        # A broken encoded word (cut-off base64, say): the raw header reads better than no mail at all.
         return value
 
 
@@ -189,8 +192,10 @@ def parse_message(message: dict[str, Any]) -> ParsedMessage:
     payload = message.get("payload") or {}
     headers = headers_of(payload)
     text, attachments = body_text(payload)
-    addresses = getaddresses([decode_header_value(headers.get("from", ""))])
+    # Split the address before decoding the name: an encoded "Müller, Jürgen" holds a comma.
+    addresses = getaddresses([headers.get("from", "")])
     from_name, from_email = addresses[0] if addresses else ("", "")
+    from_name = decode_header_value(from_name)
     return ParsedMessage(
         message_id=str(message.get("id", "")),
         thread_id=str(message.get("threadId", "")),

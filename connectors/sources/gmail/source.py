@@ -37,7 +37,9 @@ LIST_PAGE_SIZE = 100
 # a replayed thread whose content did not change is a no-op for the framework.
 RESYNC_MARGIN = timedelta(days=1)
 STREAM = "history"
-_GONE_LABELS = frozenset({"TRASH", "SPAM"})
+# Messages that are not (or no longer) mail of the thread: binned, spam, or a reply still being
+# written (Gmail saves a draft into its thread as it is typed; it is not sent, so not shared).
+_GONE_LABELS = frozenset({"TRASH", "SPAM", "DRAFT"})
 
 
 class GmailSource(Source):

@@ -135,9 +135,9 @@ def render_block(block: Block, children_of: ChildrenOf, *, depth: int = 0, numbe
         return f"({kind}: {name})"
     if kind == "divider":
         return None
-    if text:  # a block type added after this code was written: keep its text
-        return text
-    return None
+    # A block type added after this code was written: keep its text and what it contains (under
+    # the text like a toggle's, or in place when the block only holds others like a column).
+    return "\n".join(part for part in (f"{indent}{text}" if text else "", children(1 if text else 0)) if part) or None
 
 
 def _table(block: Block, children_of: ChildrenOf) -> str | None:

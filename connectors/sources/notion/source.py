@@ -223,7 +223,14 @@ class NotionSource(Source):
                 if budget[0] <= 0:
                     cut[0] = True
                     break
-                response = client.block_children(parent_id, start_cursor=cursor)
+                try:
+                    response = client.block_children(parent_id, start_cursor=cursor)
+                except NotFound:
+                    if depth == 1:
+                        raise  # the page itself is gone
+                    # A nested block deleted while the page is read, or a synced copy whose original is
+                    # not shared with the integration: only that block's content is missing, not the page.
+                    break
                 for block in response.get("results") or []:
                     if budget[0] <= 0:
                         cut[0] = True

@@ -12,7 +12,7 @@ import pytest
 from document_files import make_docx, make_pdf
 from support import principal
 from support.drive_files import FakeDrive
-from support.stub_server import StubResponse, StubServer
+from support.stub_server import Received, StubResponse, StubServer
 
 from connectors.models import Connector, ConnectorItem, SyncRun
 from connectors.registry import source_for
@@ -238,3 +238,55 @@ def test_a_doc_edited_three_times_between_runs_is_exported_once(drive: FakeDrive
     page = pull(source, checkpoint)
     assert [(i.external_id, i.content) for i in page.items] == [(doc["id"], "v4")]
     assert len(drive.stub.requests_to(f"/drive/v3/files/{doc['id']}/export")) == exports_before + 1
+
+
+def drive_error(reason: str, message: str) -> StubResponse:
+    return StubResponse(
+        status=403,
+        json={"error": {"code": 403, "message": message, "errors": [{"domain": "global", "reason": reason, "message": message}]}},
+    )
+
+
+def test_a_doc_drive_will_not_export_fails_alone_with_drives_reason_not_an_access_hint(
+    drive: FakeDrive, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun], stub_server: StubServer
+) -> None:
+    huge = drive.put("Annual report", "x", modified=now() - timedelta(hours=2))
+    locked = drive.put("Locked contract", "y", modified=now() - timedelta(hours=2))
+    fine = drive.put("Roadmap", "Ship the API in May.", modified=now() - timedelta(hours=1))
+    refusals = {
+        huge["id"]: drive_error("exportSizeLimitExceeded", "This file is too large to be exported."),
+        locked["id"]: drive_error("cannotExportFile", "This file cannot be exported by the user."),
+    }
+    stub_server.route("GET", r"/drive/v3/files/[^/]+/export", lambda r: refusals.get(r.path.split("/")[-2]) or drive._export(r))
+    source = connector()
+    run = run_sync(source)
+    assert (run.status, run.items_created, run.items_failed) == (SyncRun.Status.SUCCEEDED, 1, 2)
+    assert memory_of(source, fine["id"]).content == "Ship the API in May."
+    reasons = {f["external_id"]: f["reason"] for f in run.failures}
+    assert "too large to be exported" in reasons[huge["id"]] and "cannot be exported" in reasons[locked["id"]]
+    # The account's access is fine: the sentence must not send the admin to reconnect or re-grant it.
+    assert not any("granted read access" in reason for reason in reasons.values())
+    source.refresh_from_db()
+    assert source.status == Connector.Status.ACTIVE
+    assert run_sync(source).items_failed == 0  # not retried until the file changes
+
+
+def test_a_shortcut_named_like_a_pdf_is_not_downloaded_or_failed(
+    drive: FakeDrive, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun], stub_server: StubServer
+) -> None:
+    source = connector()
+    run_sync(source)
+    # A shortcut takes its target's name; it has no content of its own (Drive answers 403 fileNotDownloadable).
+    shortcut = drive.put("Q3 plan.pdf", b"", modified=now(), mime="application/vnd.google-apps.shortcut")
+    sheet = drive.put("Budget.txt", b"", modified=now(), mime="application/vnd.google-apps.spreadsheet")
+    refused = drive_error("fileNotDownloadable", "Only files with binary content can be downloaded.")
+
+    def get(request: Received) -> StubResponse:
+        if request.query.get("alt") == "media" and request.path.rsplit("/", 1)[1] in {shortcut["id"], sheet["id"]}:
+            return refused
+        return drive._get(request)
+
+    stub_server.route("GET", r"/drive/v3/files/[^/]+", get)
+    run = run_sync(source)
+    assert (run.status, run.items_created, run.items_failed, run.failures) == (SyncRun.Status.SUCCEEDED, 0, 0, [])
+    assert not [r for r in stub_server.received if r.query.get("alt") == "media"]

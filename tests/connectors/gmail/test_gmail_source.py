@@ -17,6 +17,7 @@ from connectors.models import Connector, ConnectorItem, SyncRun
 from connectors.registry import source_for
 from connectors.selectors import access_connector
 from connectors.services.connectors import connector_create
+from connectors.services.sync import sync_run_page
 from cortex_site.errors import NotFound
 from memories.models import Memory
 
@@ -426,3 +427,61 @@ def test_mail_arriving_while_history_pages_are_read_is_never_skipped(
     second = pull(source, first.checkpoint)
     assert late[0]["threadId"] in {i.external_id for i in first.items + second.items}
     assert second.checkpoint["history"]["history_id"] == str(mailbox.history_id)
+
+
+def test_a_malformed_encoded_word_in_a_subject_does_not_stop_the_sync(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    broken = mailbox.add(text="Invoice attached.", date=now() - timedelta(hours=2))
+    headers = broken["payload"]["headers"]
+    for header in headers:  # a sender's mail tool cut the encoded word short
+        if header["name"] == "Subject":
+            header["value"] = "=?UTF-8?B?SW52b2ljZSAjN?="
+        if header["name"] == "From":
+            header["value"] = "=?utf-8?B?QWRh?= <ada@acme.test>"
+    healthy = mailbox.add(text="Lunch on Friday?", date=now() - timedelta(hours=1), subject="Lunch")
+    source = connector()
+    run = run_sync(source)
+    assert (run.status, run.items_created) == (SyncRun.Status.SUCCEEDED, 2), run.error
+    assert memory_of(source, healthy["threadId"]).title == "Lunch"
+    stored = memory_of(source, broken["threadId"])
+    # The undecodable subject is kept as sent; the sender's well-formed name still decodes.
+    assert stored.title == "=?UTF-8?B?SW52b2ljZSAjN?="
+    assert "Invoice attached." in stored.content and "From: Ada <ada@acme.test>" in stored.content
+    again = run_sync(source)
+    assert (again.status, again.items_created, again.items_updated) == (SyncRun.Status.SUCCEEDED, 0, 0)
+
+
+def test_an_unsent_draft_reply_is_not_stored_with_the_thread(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun]
+) -> None:
+    thread = mailbox.add(text="Can we ship on Friday?", date=now() - timedelta(hours=3), subject="Ship date")
+    source = connector()
+    run_sync(source)
+    # Gmail keeps a reply being written as a message with the DRAFT label in the thread, saved as it is typed.
+    mailbox.add(text="Honestly I think this release is a mess", date=now(), thread_id=thread["threadId"], labels=("DRAFT",))
+    second = run_sync(source)
+    assert (second.status, second.items_updated) == (SyncRun.Status.SUCCEEDED, 0)
+    content = memory_of(source, thread["threadId"]).content
+    assert "Can we ship on Friday?" in content and "mess" not in content
+    draft_only = mailbox.add(text="Note to self: salary numbers", date=now(), labels=("DRAFT",), subject="draft")
+    third = run_sync(source)
+    assert third.items_created == 0
+    assert not ConnectorItem.objects.filter(connector=source, external_id=draft_only["threadId"], memory__isnull=False).exists()
+
+
+def test_an_outage_page_from_the_token_endpoint_is_retried_not_taken_for_a_revoked_grant(
+    mailbox: FakeMailbox, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun], stub_server: StubServer
+) -> None:
+    mailbox.add(text="Standup moved to 10:00.", date=now() - timedelta(hours=1))
+    page = b"<!DOCTYPE html><html><title>Error 502 (Server Error)!!1</title><p>That's an error.</p></html>"
+    stub_server.route("POST", "/token", StubResponse(status=502, body=page, headers={"Content-Type": "text/html"}))
+    source = connector()
+    run = run_sync(source)
+    source.refresh_from_db()
+    assert run.status == SyncRun.Status.RUNNING and "Retrying in" in run.error  # the page waits and runs again
+    assert source.status != Connector.Status.ERROR and "reconnect" not in run.error and "<html>" not in run.error
+    mailbox.install()  # the token endpoint is back: the retried page goes through
+    sync_run_page(run_id=run.pk, page=0, attempt=1)
+    run.refresh_from_db()
+    assert (run.status, run.items_created) == (SyncRun.Status.SUCCEEDED, 1)

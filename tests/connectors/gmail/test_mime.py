@@ -158,3 +158,25 @@ def test_missing_date_header_falls_back_to_internal_date() -> None:
 def test_html_to_text_keeps_table_cells_and_preformatted_text() -> None:
     html = "<table><tr><td>Q1</td><td>12</td></tr></table><pre>  a  b\n c</pre>"
     assert html_to_text(html) == "Q1 | 12\n\n  a  b\n c"
+
+
+def test_a_sender_named_last_comma_first_in_an_encoded_word_keeps_their_address() -> None:
+    # Outlook and Exchange send "Last, First" display names as encoded words, the comma as =2C.
+    for sender in (
+        "=?utf-8?Q?M=C3=BCller=2C_J=C3=BCrgen?= <jm@example.de>",
+        "=?iso-8859-1?Q?M=FCller=2C_J=FCrgen?= <jm@example.de>",
+    ):
+        headers = [{"name": "From", "value": sender}]
+        parsed = parse_message(message({"mimeType": "text/plain", "headers": headers, "body": {"data": b64url(b"ok")}}))
+        assert (parsed.from_name, parsed.from_email) == ("Müller, Jürgen", "jm@example.de")
+
+
+def test_latin1_labelled_mail_written_in_windows_1252_keeps_its_curly_quotes_and_euro_sign() -> None:
+    # Outlook labels Windows-1252 text "iso-8859-1"; mail readers (and the WHATWG Encoding Standard) read it as 1252.
+    text = "\u201cApproved\u201d \u2013 it\u2019s \u20ac5 per seat"
+    labelled = parse_message(message(part("text/plain", text.encode("cp1252"), charset="iso-8859-1")))
+    assert labelled.text == text
+    unlabelled = parse_message(
+        message({"mimeType": "text/html", "headers": [], "body": {"data": b64url(f"<p>{text}</p>".encode("cp1252"))}})
+    )
+    assert unlabelled.text == text

@@ -131,3 +131,14 @@ def test_a_page_outside_a_database_has_no_property_lines() -> None:
 def test_data_source_titles_from_the_recorded_search_response() -> None:
     results = load("search.response.notion-sdk-py.json")["results"]
     assert page_title(results[0]) == "Daba Source B (1)"
+
+
+def test_a_block_type_newer_than_this_code_keeps_its_text_and_what_it_contains() -> None:
+    notes = {"object": "block", "id": "n", "type": "meeting_notes", "has_children": True, "meeting_notes": {}}
+    tab = block("tab", "Rollout", block_id="t", children=True)
+    children = {
+        "n": [block("paragraph", "Decision: ship on Friday.", block_id="n1")],
+        "t": [block("bulleted_list_item", "Canary first", block_id="t1")],
+    }
+    text = render_blocks([notes, tab], lambda parent: children[parent["id"]])
+    assert text == "Decision: ship on Friday.\n\nRollout\n  - Canary first"

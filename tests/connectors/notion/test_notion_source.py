@@ -326,3 +326,39 @@ def test_a_page_exactly_at_the_block_budget_has_no_warning(
     notion.page("Exact", [block("paragraph", f"line {n}") for n in range(3)], edited=now())
     item = pull(connector(), {}).items[0]
     assert item.content == "line 0\n\nline 1\n\nline 2" and item.warning == ""
+
+
+def test_a_nested_block_that_answers_404_leaves_out_that_block_and_never_redacts_the_page(
+    notion: FakeNotion, connector: Callable[..., Connector], run_sync: Callable[..., SyncRun], stub_server: StubServer
+) -> None:
+    body = [
+        block("paragraph", "Restart the queue, then the workers."),
+        block("synced_block", children=[block("paragraph", "Footer")]),
+    ]
+    page = notion.page("Runbook", body, edited=now() - timedelta(hours=2))
+    source = connector()
+    assert run_sync(source).items_created == 1
+    # The synced block's original now lives on a page not shared with the integration (or the block
+    # was deleted while the page was read): Notion answers 404 for its children, not for the page.
+    notion.page("Runbook", [*body[:1], block("paragraph", "Then page on-call."), body[1]], edited=now(), page_id=page["id"])
+    synced = f"{page['id']}_c2"
+
+    def children(request: Received) -> StubResponse:
+        if request.path.split("/")[3] == synced:
+            return StubResponse(
+                status=404,
+                json={
+                    "object": "error",
+                    "status": 404,
+                    "code": "object_not_found",
+                    "message": f"Could not find block with ID: {synced}.",
+                },
+            )
+        return notion._children(request)
+
+    stub_server.route("GET", r"/v1/blocks/[^/]+/children", children)
+    second = run_sync(source)
+    assert (second.status, second.items_updated, second.items_redacted) == (SyncRun.Status.SUCCEEDED, 1, 0)
+    current = memory_of(source, page["id"])
+    assert current.status == Memory.Status.ACTIVE
+    assert current.content == "Restart the queue, then the workers.\n\nThen page on-call."
