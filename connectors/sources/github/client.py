@@ -22,6 +22,8 @@ from github.PullRequest import PullRequest
 from connectors.errors import PermanentSourceError, RetryableSourceError
 
 DEFAULT_API_URL = "https://api.github.com"
+# GitHub: when a rate limit answer says neither Retry-After nor a reset time, wait at least a minute.
+RATE_LIMIT_WAIT = 60.0
 T = TypeVar("T")
 
 
@@ -67,7 +69,7 @@ class GitHubClient:
         try:
             return action()
         except RateLimitExceededException as exc:
-            wait = _retry_after(exc.headers)
+            wait = _retry_after(exc.headers) or RATE_LIMIT_WAIT
             raise RetryableSourceError(f"GitHub's rate limit was reached while {about}.", retry_after=wait) from None
         except GithubException as exc:
             raise self._translate(exc, about) from None
@@ -82,7 +84,7 @@ class GitHubClient:
                 "Create a new token with read access to the repositories and rotate the connector's credentials."
             )
         if status in (403, 429):
-            wait = _retry_after(exc.headers)
+            wait = _retry_after(exc.headers) or RATE_LIMIT_WAIT
             lowered = {k.lower(): v for k, v in (exc.headers or {}).items()}
             # 429, a secondary rate limit (403 + Retry-After) or the primary one (403 + 0 remaining).
             if status == 429 or "retry-after" in lowered or lowered.get("x-ratelimit-remaining") == "0":
@@ -101,10 +103,19 @@ class GitHubClient:
 
     # -- calls -------------------------------------------------------------------------------------
     def whoami(self) -> str:
-        return self.call(lambda: self.github.get_user().login, about="checking the token")
+        login = self.call(lambda: self.github.get_user().login, about="checking the token")
+        if not isinstance(login, str) or not login:  # a 200 that is not JSON (a web page, a proxy)
+            raise PermanentSourceError(
+                "The API address did not answer as GitHub's REST API does: check api_url "
+                "(GitHub Enterprise Server: https://<host>/api/v3)."
+            )
+        return login
 
     def repository_visible(self, full_name: str) -> str:
-        return self.call(lambda: self.github.get_repo(full_name).full_name, about=f"opening {full_name}")
+        # raw_data reads the repository: a lazy object's full_name comes from its address, unread.
+        return self.call(
+            lambda: str(self.github.get_repo(full_name).raw_data.get("full_name") or full_name), about=f"opening {full_name}"
+        )
 
     def changed_files(self, full_name: str, number: int, *, limit: int = 300) -> list[ChangedFile]:
         def fetch() -> list[ChangedFile]:

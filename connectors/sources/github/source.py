@@ -19,6 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -26,10 +27,14 @@ from connectors.base import Page, ParsedDelivery, Source, SourceItem
 from connectors.errors import InvalidSignature, PermanentSourceError, SourceError
 from connectors.sources.github.client import DEFAULT_API_URL, ChangedFile, GitHubClient, NotFoundAtGitHub
 from cortex_site.errors import ValidationFailed
+from memories.services.memories import MAX_TAGS
 
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 LINKED = re.compile(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+((?:[\w.-]+/[\w.-]+)?#\d+)")
 REVERTS = re.compile(r"(?im)^\s*Reverts\s+([\w.-]+/[\w.-]+)#(\d+)\b")
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+# A token goes into an HTTP header: one line of printable ASCII.
+TOKEN = re.compile(r"^[\x21-\x7e]+$")
 MODES = ("webhook", "poll")
 
 # What each event does. Anything not listed is answered 202 and recorded as ignored.
@@ -42,6 +47,18 @@ IGNORED_EVENTS: dict[str, str] = {
     "pull_request_review": "reviews are not stored",
     "issues": "issues are not stored",
 }
+
+
+def _storable(value: Any) -> Any:
+    """`value` with every string PostgreSQL can store: JSON may escape a NUL (which text and
+    jsonb refuse) or half of a surrogate pair (not UTF-8); NULs are dropped, halves become U+FFFD."""
+    if isinstance(value, str):
+        return SURROGATE.sub("\ufffd", value.replace("\x00", ""))
+    if isinstance(value, dict):
+        return {_storable(k): _storable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_storable(v) for v in value]
+    return value
 
 
 def _when(value: Any) -> datetime | None:
@@ -104,6 +121,12 @@ class GitHubSource(Source):
                 raise ValidationFailed(f"{key} must be a string.", error_code="INVALID_CREDENTIALS")
             if value and value.strip():
                 clean_credentials[key] = value.strip()
+        if "token" in clean_credentials and not TOKEN.match(clean_credentials["token"]):
+            # Never echoed: the value is a secret, and it may be most of one.
+            raise ValidationFailed(
+                "The token has spaces, line breaks or characters a GitHub token never has: copy it again from GitHub.",
+                error_code="INVALID_CREDENTIALS",
+            )
         if clean["mode"] == "poll" and not clean_credentials.get("token"):
             raise ValidationFailed("Poll mode reads pull requests through the API: give a token.", error_code="TOKEN_REQUIRED")
         if "webhook_secret" not in clean_credentials:
@@ -169,14 +192,20 @@ class GitHubSource(Source):
             )
         action = payload.get("action") or ""
         pull = payload.get("pull_request") or {}
-        repository = (payload.get("repository") or {}).get("full_name") or ""
+        about = payload.get("repository") or {}
+        if not isinstance(pull, dict) or not isinstance(about, dict):
+            reason = "the delivery is not a pull request as GitHub sends one"
+            return ParsedDelivery(delivery_id, event, ignored=True, reason=reason)
+        repository = about.get("full_name") or ""
         if not self._configured(repository):
             return ParsedDelivery(delivery_id, event, ignored=True, reason=f"{repository or 'the repository'} is not configured")
         if not pull.get("merged"):
             return ParsedDelivery(delivery_id, event, ignored=True, reason=f"pull request {action} without being merged")
         if action not in ("closed", "edited"):
             return ParsedDelivery(delivery_id, event, ignored=True, reason=f"pull_request {action} is not stored")
-        return ParsedDelivery(delivery_id, f"{event}.{action}", payload={"repository": repository, "pull_request": pull})
+        return ParsedDelivery(
+            delivery_id, f"{event}.{action}", payload={"repository": repository, "pull_request": _storable(pull)}
+        )
 
     def items_from_delivery(self, payload: dict[str, Any]) -> list[SourceItem]:
         return self._items_for(payload["repository"], payload["pull_request"])
@@ -261,8 +290,11 @@ def pr_item(
     reverted_by: tuple[str, dict[str, Any]] | None = None,
 ) -> SourceItem:
     """One merged pull request as a memory: its body, then the merge facts, then the changed files."""
+    pull = _storable(pull)
     number = pull.get("number")
-    title = (pull.get("title") or f"{repository}#{number}").strip()
+    title = (pull.get("title") or "").strip() or f"{repository}#{number}"
+    limit = settings.CORTEX_MAX_TITLE_CHARS
+    title = title if len(title) <= limit else title[: limit - 1] + "…"
     body = (pull.get("body") or "").strip()
     merged_at = _when(pull.get("merged_at"))
     merged_by = (pull.get("merged_by") or {}).get("login") or ""
@@ -288,18 +320,22 @@ def pr_item(
         )
     if files:
         listed = ", ".join(f"{f.filename} ({f.status}, +{f.additions} −{f.deletions})" for f in files)
-        sections.append(f"Files changed in {ref}: {listed}.")
+        total = pull.get("changed_files")
+        more = total - len(files) if isinstance(total, int) else 0  # the list stops at 300
+        sections.append(f"Files changed in {ref}: {listed}" + (f", and {more} more." if more > 0 else "."))
     tags = ["pull-request", *(re.sub(r"[\s,]+", "-", label.lower())[:50] for label in labels)]
     if reverted_by is not None:
-        tags.append("reverted")
+        tags.insert(1, "reverted")
+    # A memory has at most MAX_TAGS tags; every label is still in the facts above.
+    tags = list(dict.fromkeys(tags))[:MAX_TAGS]
     return SourceItem(
         external_id=f"{repository}#{number}",
-        title=title[:500],
+        title=title,
         content="\n\n".join(sections),
         source_url=pull.get("html_url") or "",
         author_name=f"@{author}" if author else "",
         valid_from=merged_at,
         category="pr",
-        tags=tuple(dict.fromkeys(tags)),
+        tags=tuple(tags),
         warning=warning,
     )

@@ -253,3 +253,22 @@ def test_a_server_error_is_retried_then_the_run_fails_keeping_the_checkpoint(
     assert run.status == SyncRun.Status.FAILED and "Gave up after 6 attempts" in run.error
     connector.refresh_from_db()
     assert connector.status == Connector.Status.ACTIVE  # a passing outage is not the connector's fault
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_a_secondary_rate_limit_without_retry_after_makes_every_worker_wait_a_minute(
+    acme: dict[str, Any], make_github: Callable[..., Connector], repo: FakeRepo, stub_server: StubServer, status: int
+) -> None:
+    # GitHub: with neither Retry-After nor a spent X-RateLimit-Remaining, wait at least one minute.
+    connector = make_github(acme["exec"], mode="poll", first_run_days=1)
+    repo.add(pr(1, datetime.now().astimezone() - timedelta(hours=1)))
+    message = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again."
+    stub_server.route("GET", LIST_PATH, StubResponse(status=status, json={"message": message}), repo.list_answer)
+    run = sync_start(connector=connector, trigger=SyncRun.Trigger.MANUAL).run
+
+    outcome = sync_run_page(run_id=run.pk, page=0)
+
+    assert outcome.retry_after == 60
+    assert 55 < backoff.remaining(connector.pk) <= 60
+    assert sync_run_page(run_id=run.pk, page=0, attempt=1).retry_after is not None
+    assert len(stub_server.requests_to(LIST_PATH)) == 1

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from github_webhooks import github_fixture, github_json, github_signature
 from support import assert_envelope
-from support.stub_server import StubResponse, StubServer
+from support.stub_server import Received, StubResponse, StubServer
 
 from audit.models import AuditEvent
 from connectors.models import Connector, ConnectorItem, Delivery, SyncRun
@@ -231,3 +231,104 @@ def test_a_paused_connector_records_deliveries_as_ignored(
     assert response.status_code == 202
     assert Delivery.objects.get(delivery_id="while-paused").error == "The connector is paused."
     assert _memories(connector) == []
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"pull_request": "not an object"}, {"pull_request": [117]}, {"repository": REPO}],
+    ids=["pull_request-string", "pull_request-list", "repository-string"],
+)
+def test_a_signed_pull_request_delivery_of_an_unexpected_shape_is_ignored_not_a_server_error(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], changes: dict[str, Any]
+) -> None:
+    connector = make_github(acme["exec"])
+    payload = {**github_json(MERGED), **changes}
+
+    response = post_github(connector, json.dumps(payload).encode(), delivery="odd-shape")
+
+    assert response.status_code == 202 and response.json()["ignored"] is True
+    assert Delivery.objects.get(connector=connector, delivery_id="odd-shape").status == Delivery.Status.IGNORED
+    assert _memories(connector) == []
+
+
+def test_nul_characters_and_broken_surrogates_in_a_pull_request_do_not_lose_it(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    # JSON may escape what PostgreSQL cannot store: NUL, and half of a surrogate pair.
+    stub_server.route("GET", FILES_PATH, StubResponse(json=FILES))
+    connector = make_github(acme["exec"], token=None)
+    payload = github_json(MERGED)
+    payload["pull_request"]["title"] = "Parse logs TITLE"
+    payload["pull_request"]["body"] = "BODY"
+    body = (
+        json.dumps(payload)
+        .replace("TITLE", r"with \u0000 bytes")
+        .replace('"BODY"', r'"The dump ended in \u0000\u0000; the emoji was cut: \ud83d."')
+        .encode()
+    )
+
+    response = post_github(connector, body, delivery="nul")
+
+    assert response.status_code == 200, response.content
+    assert Delivery.objects.get(connector=connector, delivery_id="nul").status == Delivery.Status.PROCESSED
+    [memory] = _memories(connector)
+    assert memory.title == "Parse logs with  bytes"
+    assert memory.content.startswith("The dump ended in ; the emoji was cut: \ufffd.")
+
+
+def test_a_pull_request_with_more_labels_than_a_memory_has_tags_is_stored_with_every_label_in_its_text(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector]
+) -> None:
+    connector = make_github(acme["exec"], token=None)
+    payload = github_json(MERGED)
+    names = [f"area: part {n}" for n in range(30)]  # GitHub allows up to 100 labels on a pull request
+    payload["pull_request"]["labels"] = [{"id": n, "name": name, "color": "ededed"} for n, name in enumerate(names)]
+
+    assert post_github(connector, json.dumps(payload).encode()).status_code == 200
+
+    [memory] = _memories(connector)
+    assert f"labels of {REPO}#117: {', '.join(names)}" in memory.content
+    assert memory.tags[:3] == ["pull-request", "area:-part-0", "area:-part-1"]
+    assert len(memory.tags) == 20
+
+
+@pytest.mark.parametrize(("title", "expected"), [("x" * 400, "x" * 299 + "…"), ("   ", f"{REPO}#117")])
+def test_a_title_cortex_cannot_store_as_is_is_shortened_or_replaced_not_lost(
+    post_github: Callable[..., Any],
+    acme: dict[str, Any],
+    make_github: Callable[..., Connector],
+    settings: Any,
+    title: str,
+    expected: str,
+) -> None:
+    settings.CORTEX_MAX_TITLE_CHARS = 300
+    connector = make_github(acme["exec"], token=None)
+    payload = github_json(MERGED)
+    payload["pull_request"]["title"] = title
+
+    assert post_github(connector, json.dumps(payload).encode()).status_code == 200
+
+    [memory] = _memories(connector)
+    assert memory.title == expected
+
+
+def test_a_pull_request_with_more_changed_files_than_are_listed_says_how_many_more(
+    post_github: Callable[..., Any], acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer
+) -> None:
+    files = [{"filename": f"src/part_{n}.py", "status": "modified", "additions": 1, "deletions": 1} for n in range(700)]
+
+    def page_of_files(request: Received) -> StubResponse:
+        page, size = int(request.query.get("page", "1")), int(request.query["per_page"])
+        link = f'<{stub_server.url}{FILES_PATH}?per_page={size}&page={page + 1}>; rel="next"'
+        return StubResponse(json=files[(page - 1) * size : page * size], headers={"Link": link})
+
+    stub_server.route("GET", FILES_PATH, page_of_files)
+    connector = make_github(acme["exec"])
+    payload = github_json(MERGED)
+    payload["pull_request"].update(body="Split the monolith into parts.", changed_files=len(files))
+
+    assert post_github(connector, json.dumps(payload).encode()).status_code == 200
+
+    [memory] = _memories(connector)
+    assert memory.content.count("src/part_") == 300
+    assert memory.content.endswith("src/part_299.py (modified, +1 −1), and 400 more.")
