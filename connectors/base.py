@@ -9,6 +9,7 @@ Every outbound call lives in the source's client.py (official SDK, timeout, `con
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,6 +18,21 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from connectors.models import Connector
     from memories.models import Organization
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def storable(value: Any) -> Any:
+    """`value` with every string in it as PostgreSQL can store it: a source's JSON may escape a NUL
+    (which text and jsonb columns refuse) or half of a surrogate pair (not UTF-8). NULs are dropped
+    and halves become U+FFFD, in strings, dict keys and values, and lists, throughout."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value.replace("\x00", ""))
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(storable(v) for v in value)
+    return value
 
 
 @dataclass(frozen=True)
@@ -72,6 +88,9 @@ class Source:
     pull: ClassVar[bool] = True
     # Headers every genuine delivery carries; a signed request without one is refused (MISSING_HEADER).
     delivery_headers: ClassVar[tuple[str, ...]] = ()
+    # The form field that carries the JSON of a form-encoded delivery (GitHub's "payload", its
+    # webhooks' default content type); None: deliveries are JSON bodies only.
+    delivery_form_field: ClassVar[str | None] = None
 
     def __init__(self, connector: Connector) -> None:
         self.connector = connector

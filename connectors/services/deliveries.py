@@ -8,8 +8,8 @@ Refusals, in the order they are checked (each audited as `webhook.reject` with i
 nothing else written): an unknown connector, or a kind without webhooks, 404 (no organization to
 audit it in); a body over CORTEX_MAX_BODY_BYTES 413 PAYLOAD_TOO_LARGE, before it is read; a bad,
 missing or stale signature 401 INVALID_SIGNATURE; a header the source always sends missing 400
-MISSING_HEADER; a content type other than JSON 415 UNSUPPORTED_MEDIA_TYPE; a body that is not a
-JSON object 400 MALFORMED_REQUEST.
+MISSING_HEADER; a content type other than JSON 415 UNSUPPORTED_MEDIA_TYPE (GitHub's form-encoded
+deliveries are read from their `payload` field); a body that is not a JSON object 400 MALFORMED_REQUEST.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
+from urllib.parse import parse_qs
 
 from django.core.cache import cache
 from django.db import connection, transaction
@@ -32,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from audit.context import current_client_ip, current_request_id
 from audit.models import AuditEvent
 from audit.services import Actor, EventSpec, record, record_many, valid_address
-from connectors.base import ParsedDelivery
+from connectors.base import ParsedDelivery, storable
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
 from connectors.registry import SOURCES, source_class, source_for
@@ -44,6 +45,7 @@ from cortex_site.model_rows import row_reader, table_and_columns
 
 logger = logging.getLogger(__name__)
 
+FORM = "application/x-www-form-urlencoded"
 DELIVERY_ATTEMPTS = 6
 # Set while an audit-step task for ignored deliveries is queued (see _enqueue_events).
 EVENTS_PENDING = "cortex:delivery-events-pending"
@@ -116,8 +118,9 @@ def delivery_refuse_oversized(*, kind: str, connector_id: Any, size: int, limit:
 
 
 def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -> dict[str, Any]:
-    """After the signature: the headers the source always sends, a JSON content type, a JSON
-    object — returned parsed, so the source does not parse it again."""
+    """After the signature: the headers the source always sends, a JSON content type (or a form
+    whose `delivery_form_field` holds the JSON, for a source that sends one), a JSON object —
+    returned parsed, so the source does not parse it again."""
     source = source_class(connector.kind)
     missing = [name for name in source.delivery_headers if not (headers.get(name) or "").strip()]
     if missing:
@@ -131,11 +134,28 @@ def _check_body(connector: Connector, headers: Mapping[str, str], body: bytes) -
             ),
         )
     media_type = (headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-    if media_type != "application/json":
+    form_field = source.delivery_form_field
+    if media_type == FORM and form_field:
+        # The JSON is the form's one `form_field` value (the signature covered the form as sent).
+        try:
+            values = parse_qs(body.decode("utf-8"), keep_blank_values=True).get(form_field) or []
+        except UnicodeDecodeError:
+            values = []
+        if len(values) != 1:
+            raise _reject(
+                connector,
+                ValidationFailed(
+                    f"The form-encoded delivery has no single {form_field} field holding its JSON.",
+                    error_code="MALFORMED_REQUEST",
+                ),
+            )
+        body = values[0].encode()
+    elif media_type != "application/json":
+        accepted = "application/json" + (f" (or {FORM} with a {form_field} field)" if form_field else "")
         raise _reject(
             connector,
             UnsupportedMediaType(
-                f"Deliveries must be application/json, not {media_type or 'a body without a content type'}; "
+                f"Deliveries must be {accepted}, not {media_type or 'a body without a content type'}; "
                 "set the webhook's content type to JSON at the source.",
                 details={"content_type": media_type},
             ),
@@ -190,13 +210,14 @@ def delivery_accept(*, connector: Connector, parsed: ParsedDelivery, via: str = 
     reason = "The connector is paused." if paused and not parsed.ignored else parsed.reason
     delivery = Delivery(
         connector=connector,
-        delivery_id=parsed.delivery_id[:200],
+        delivery_id=storable(parsed.delivery_id)[:200],
         organization_id=connector.organization_id,
-        event=parsed.event[:100],
+        event=storable(parsed.event)[:100],
         status=Delivery.Status.IGNORED if ignored else Delivery.Status.RECEIVED,
-        # An ignored delivery keeps what it was, not its content.
-        payload={} if ignored else parsed.payload,
-        error=reason if ignored else "",
+        # An ignored delivery keeps what it was, not its content. What the source sent may hold a NUL
+        # or half an emoji (valid JSON escapes, which PostgreSQL refuses): kept as it can be stored.
+        payload={} if ignored else storable(parsed.payload),
+        error=storable(reason) if ignored else "",
         processed_at=timezone.now() if ignored else None,
         via=via,
         request_id=(current_request_id() or "")[:128],

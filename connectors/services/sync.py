@@ -28,7 +28,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from audit.services import record
-from connectors.base import Page, Source, SourceItem
+from connectors.base import Page, Source, SourceItem, storable
 from connectors.errors import PermanentSourceError, RetryableSourceError
 from connectors.models import Checkpoint, Connector, ConnectorItem, SyncRun
 from connectors.registry import source_class, source_for
@@ -432,15 +432,17 @@ def upsert_items(*, connector: Connector, source: Source, items: list[SourceItem
         if ci is not None and ci.content_hash == digest and memory is not None and memory.status == Memory.Status.ACTIVE:
             counts.skipped += 1  # a replay: nothing changed at the source
             continue
+        # A NUL or half an emoji from the source would have the memory refused (INVALID_TEXT) and the
+        # item lost once the checkpoint moves past it: kept as PostgreSQL can store it instead.
         draft = MemoryDraft(
-            content=item.content,
-            title=item.title,
+            content=storable(item.content),
+            title=storable(item.title),
             scope=scope,
             category=item.category,
             source=source.label,
-            source_url=item.source_url,
-            author_name=item.author_name,
-            tags=list(item.tags),
+            source_url=storable(item.source_url),
+            author_name=storable(item.author_name),
+            tags=storable(list(item.tags)),
             clearance_min=clearance,
             valid_from=item.valid_from,
             external_id=external_id,

@@ -32,7 +32,6 @@ from memories.services.memories import MAX_TAGS
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 LINKED = re.compile(r"(?i)\b(?:close[sd]?|fix(?:e[sd])?|resolve[sd]?)\s*:?\s+((?:[\w.-]+/[\w.-]+)?#\d+)")
 REVERTS = re.compile(r"(?im)^\s*Reverts\s+([\w.-]+/[\w.-]+)#(\d+)\b")
-SURROGATE = re.compile(r"[\ud800-\udfff]")
 # A token goes into an HTTP header: one line of printable ASCII.
 TOKEN = re.compile(r"^[\x21-\x7e]+$")
 MODES = ("webhook", "poll")
@@ -49,18 +48,6 @@ IGNORED_EVENTS: dict[str, str] = {
 }
 
 
-def _storable(value: Any) -> Any:
-    """`value` with every string PostgreSQL can store: JSON may escape a NUL (which text and
-    jsonb refuse) or half of a surrogate pair (not UTF-8); NULs are dropped, halves become U+FFFD."""
-    if isinstance(value, str):
-        return SURROGATE.sub("\ufffd", value.replace("\x00", ""))
-    if isinstance(value, dict):
-        return {_storable(k): _storable(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_storable(v) for v in value]
-    return value
-
-
 def _when(value: Any) -> datetime | None:
     if isinstance(value, datetime):
         return value
@@ -75,6 +62,8 @@ class GitHubSource(Source):
     default_interval_minutes: ClassVar[int] = 5
     push: ClassVar[bool] = True
     delivery_headers: ClassVar[tuple[str, ...]] = ("X-GitHub-Event", "X-GitHub-Delivery")
+    # A new GitHub webhook sends application/x-www-form-urlencoded unless told otherwise.
+    delivery_form_field = "payload"
     pull: ClassVar[bool] = True
 
     # -- configuration ---------------------------------------------------------------------------
@@ -203,9 +192,7 @@ class GitHubSource(Source):
             return ParsedDelivery(delivery_id, event, ignored=True, reason=f"pull request {action} without being merged")
         if action not in ("closed", "edited"):
             return ParsedDelivery(delivery_id, event, ignored=True, reason=f"pull_request {action} is not stored")
-        return ParsedDelivery(
-            delivery_id, f"{event}.{action}", payload={"repository": repository, "pull_request": _storable(pull)}
-        )
+        return ParsedDelivery(delivery_id, f"{event}.{action}", payload={"repository": repository, "pull_request": pull})
 
     def items_from_delivery(self, payload: dict[str, Any]) -> list[SourceItem]:
         return self._items_for(payload["repository"], payload["pull_request"])
@@ -290,7 +277,6 @@ def pr_item(
     reverted_by: tuple[str, dict[str, Any]] | None = None,
 ) -> SourceItem:
     """One merged pull request as a memory: its body, then the merge facts, then the changed files."""
-    pull = _storable(pull)
     number = pull.get("number")
     title = (pull.get("title") or "").strip() or f"{repository}#{number}"
     limit = settings.CORTEX_MAX_TITLE_CHARS

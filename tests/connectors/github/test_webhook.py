@@ -7,8 +7,10 @@ import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
+from django.test import Client
 from github_webhooks import github_fixture, github_json, github_signature
 from support import assert_envelope
 from support.stub_server import Received, StubResponse, StubServer
@@ -207,7 +209,6 @@ def test_a_body_signed_with_another_secret_is_refused(
 def test_unknown_connectors_and_kinds_are_not_found(acme: dict[str, Any], make_github: Callable[..., Connector]) -> None:
     connector = make_github(acme["exec"])
     body = github_fixture(MERGED)
-    from django.test import Client
 
     for path in (
         "/api/webhooks/github/00000000-0000-0000-0000-000000000000",
@@ -332,3 +333,28 @@ def test_a_pull_request_with_more_changed_files_than_are_listed_says_how_many_mo
     [memory] = _memories(connector)
     assert memory.content.count("src/part_") == 300
     assert memory.content.endswith("src/part_299.py (modified, +1 −1), and 400 more.")
+
+
+def test_a_form_encoded_delivery_githubs_default_content_type_is_read_like_json(
+    acme: dict[str, Any], make_github: Callable[..., Connector], django_capture_on_commit_callbacks: Any
+) -> None:
+    connector = make_github(acme["exec"], token=None)
+    # GitHub signs the body as sent: here the form, whose `payload` field holds the JSON.
+    form = urlencode({"payload": github_fixture(MERGED).decode()}).encode()
+    headers = {"X-GitHub-Event": "pull_request", "X-GitHub-Delivery": "form-1", "X-Hub-Signature-256": github_signature(form)}
+    with django_capture_on_commit_callbacks(execute=True):
+        response = Client().post(
+            f"/api/webhooks/github/{connector.pk}", data=form, content_type="application/x-www-form-urlencoded", headers=headers
+        )
+
+    assert response.status_code == 200, response.content
+    [memory] = _memories(connector)
+    assert memory.external_id == "robvanderleek/create-issue-branch#" + str(github_json(MERGED)["pull_request"]["number"])
+    # A form without the field is a malformed delivery, refused and audited like any other.
+    unsigned = b"action=closed"
+    headers |= {"X-GitHub-Delivery": "form-2", "X-Hub-Signature-256": github_signature(unsigned)}
+    refused = Client().post(
+        f"/api/webhooks/github/{connector.pk}", data=unsigned, content_type="application/x-www-form-urlencoded", headers=headers
+    )
+    assert_envelope(refused, 400, "MALFORMED_REQUEST")
+    assert not Delivery.objects.filter(connector=connector, delivery_id="form-2").exists()

@@ -561,3 +561,18 @@ def test_a_thread_longer_than_the_replies_folded_says_how_many_are_left_in_slack
     memory = current(connector, f"{ENG}:{parent_ts}")
     assert "vote 2" in memory.content and "vote 3" not in memory.content
     assert memory.content.endswith("(2 later replies are in Slack only.)")
+
+
+def test_nul_characters_and_half_an_emoji_in_a_slack_message_are_stored_without_them(
+    client: Client, connector: Connector, django_capture_on_commit_callbacks: Any
+) -> None:
+    # Valid JSON escapes that PostgreSQL refuses (a NUL; half of a surrogate pair): the delivery
+    # and its memory keep everything else.
+    body = message_event(GENERAL, "1719209600.000100", "PLACEHOLDER").replace(
+        b"PLACEHOLDER", rb"deploy\u0000 done, cut emoji \ud83d"
+    )
+    response = deliver(client, connector, body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 200, response.content
+    [memory] = memories_for(connector)
+    assert memory.content == "deploy done, cut emoji \ufffd"

@@ -86,7 +86,9 @@ CASES: dict[str, list[Case]] = {
         Case("missing delivery header", 400, "MISSING_HEADER", headers={"X-GitHub-Delivery": None}),
         Case("malformed JSON", 400, "MALFORMED_REQUEST", body=b'{"action": "closed",'),
         Case("JSON but not an object", 400, "MALFORMED_REQUEST", body=b'["closed"]'),
-        Case("form-encoded", 415, "UNSUPPORTED_MEDIA_TYPE", content_type="application/x-www-form-urlencoded"),
+        # GitHub's default content type: the JSON must be its `payload` field, which a raw JSON body is not.
+        Case("form-encoded without a payload field", 400, "MALFORMED_REQUEST", content_type="application/x-www-form-urlencoded"),
+        Case("text", 415, "UNSUPPORTED_MEDIA_TYPE", content_type="text/plain"),
         Case("no content type", 415, "UNSUPPORTED_MEDIA_TYPE", content_type=""),
         Case("oversized", 413, "PAYLOAD_TOO_LARGE", declared_length=30 * MIB),
     ],
