@@ -24,6 +24,9 @@ from connectors.errors import PermanentSourceError, RetryableSourceError
 DEFAULT_API_URL = "https://api.github.com"
 # GitHub: when a rate limit answer says neither Retry-After nor a reset time, wait at least a minute.
 RATE_LIMIT_WAIT = 60.0
+NOT_THE_API = (
+    "The API address did not answer as GitHub's REST API does: check api_url (GitHub Enterprise Server: https://<host>/api/v3)."
+)
 T = TypeVar("T")
 
 
@@ -75,6 +78,10 @@ class GitHubClient:
             raise self._translate(exc, about) from None
         except (requests.Timeout, requests.ConnectionError):
             raise RetryableSourceError(f"GitHub did not answer in time while {about}.") from None
+        except (TypeError, AttributeError, KeyError, ValueError):
+            # The SDK could not read the answer as GitHub's (a JSON object for a list, a web page): the
+            # address is not GitHub's API — a proxy, a sign-in page, Enterprise Server without /api/v3.
+            raise PermanentSourceError(f"{NOT_THE_API} (while {about})") from None
 
     def _translate(self, exc: GithubException, about: str) -> Exception:
         status = exc.status
@@ -105,10 +112,7 @@ class GitHubClient:
     def whoami(self) -> str:
         login = self.call(lambda: self.github.get_user().login, about="checking the token")
         if not isinstance(login, str) or not login:  # a 200 that is not JSON (a web page, a proxy)
-            raise PermanentSourceError(
-                "The API address did not answer as GitHub's REST API does: check api_url "
-                "(GitHub Enterprise Server: https://<host>/api/v3)."
-            )
+            raise PermanentSourceError(NOT_THE_API)
         return login
 
     def repository_visible(self, full_name: str) -> str:

@@ -276,7 +276,13 @@ def pr_item(
     warning: str = "",
     reverted_by: tuple[str, dict[str, Any]] | None = None,
 ) -> SourceItem:
-    """One merged pull request as a memory: its body, then the merge facts, then the changed files."""
+    """One merged pull request as a memory: its body, then the merge facts, then the changed files.
+
+    The memory is named after the repository as GitHub spells it (the PR's base), whatever case the
+    connector's settings or a "Reverts" line typed it in, so webhooks and polls name one PR alike."""
+    base = pull.get("base") if isinstance(pull.get("base"), dict) else {}
+    canonical = (base.get("repo") if isinstance(base.get("repo"), dict) else {}).get("full_name")
+    repository = canonical if isinstance(canonical, str) and canonical.lower() == repository.lower() else repository
     number = pull.get("number")
     title = (pull.get("title") or "").strip() or f"{repository}#{number}"
     limit = settings.CORTEX_MAX_TITLE_CHARS

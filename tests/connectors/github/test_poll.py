@@ -272,3 +272,48 @@ def test_a_secondary_rate_limit_without_retry_after_makes_every_worker_wait_a_mi
     assert 55 < backoff.remaining(connector.pk) <= 60
     assert sync_run_page(run_id=run.pk, page=0, attempt=1).retry_after is not None
     assert len(stub_server.requests_to(LIST_PATH)) == 1
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        StubResponse(json={"message": "Welcome to the proxy"}),
+        StubResponse(body=b"<html>Sign in</html>", headers={"Content-Type": "text/html"}),
+    ],
+    ids=["a JSON object", "a web page"],
+)
+def test_an_api_url_that_is_not_githubs_api_puts_the_connector_in_error_with_a_sentence(
+    acme: dict[str, Any],
+    make_github: Callable[..., Connector],
+    stub_server: StubServer,
+    run_sync: Callable[..., SyncRun],
+    answer: StubResponse,
+) -> None:
+    # A proxy, a sign-in page, GitHub Enterprise without /api/v3: a 200 that is not a list of pull requests.
+    connector = make_github(acme["exec"], mode="poll")
+    stub_server.route("GET", LIST_PATH, answer)
+
+    run = run_sync(connector)
+
+    assert run.status == SyncRun.Status.FAILED
+    connector.refresh_from_db()
+    assert connector.status == Connector.Status.ERROR
+    assert "api_url" in connector.last_error and "unexpected" not in connector.last_error.lower()
+    assert len(stub_server.requests_to(LIST_PATH)) == 1  # permanent: no retry loop
+
+
+def test_a_repository_typed_in_another_case_names_its_memories_as_github_spells_it(
+    acme: dict[str, Any], make_github: Callable[..., Connector], stub_server: StubServer, run_sync: Callable[..., SyncRun]
+) -> None:
+    typed = "RobVanDerLeek/Create-Issue-Branch"
+    pull = pr(5, datetime.now().astimezone() - timedelta(hours=1))
+    stub_server.route("GET", f"/repos/{typed}/pulls", StubResponse(json=[pull]))
+    stub_server.route("GET", f"/repos/{typed}/pulls/5", StubResponse(json=pull))
+    stub_server.route("GET", f"/repos/{typed}/pulls/5/files", StubResponse(json=[]))
+    connector = make_github(acme["exec"], mode="poll", repositories=[typed], first_run_days=2)
+
+    assert run_sync(connector).status == SyncRun.Status.SUCCEEDED
+
+    # The name a webhook delivery of the same PR carries (repository.full_name), so both find one memory.
+    [memory] = Memory.objects.filter(organization_id=connector.organization_id, source="GitHub")
+    assert memory.external_id == f"{REPO}#5"
