@@ -268,6 +268,14 @@ class GitHubSource(Source):
         return Page(items=items, checkpoint=new_checkpoint, done=done, total_hint=len(candidates) - len(taken), failures=failures)
 
 
+def _spelled_by_github(pull: dict[str, Any]) -> str | None:
+    """The full name of the pull request's repository as GitHub answers it (its base), if given."""
+    base = pull.get("base")
+    repo = base.get("repo") if isinstance(base, dict) else None
+    name = repo.get("full_name") if isinstance(repo, dict) else None
+    return name if isinstance(name, str) else None
+
+
 def pr_item(
     repository: str,
     pull: dict[str, Any],
@@ -280,9 +288,8 @@ def pr_item(
 
     The memory is named after the repository as GitHub spells it (the PR's base), whatever case the
     connector's settings or a "Reverts" line typed it in, so webhooks and polls name one PR alike."""
-    base = pull.get("base") if isinstance(pull.get("base"), dict) else {}
-    canonical = (base.get("repo") if isinstance(base.get("repo"), dict) else {}).get("full_name")
-    repository = canonical if isinstance(canonical, str) and canonical.lower() == repository.lower() else repository
+    canonical = _spelled_by_github(pull)
+    repository = canonical if canonical and canonical.lower() == repository.lower() else repository
     number = pull.get("number")
     title = (pull.get("title") or "").strip() or f"{repository}#{number}"
     limit = settings.CORTEX_MAX_TITLE_CHARS
