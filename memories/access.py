@@ -441,7 +441,13 @@ def clearance_names(organization_id: int) -> dict[int, str]:
 
 
 def principals_for_user(user: User) -> Iterable[Principal]:
-    memberships = Membership.objects.filter(user=user).select_related("organization", "user").order_by("organization__name")
+    """The person's Principal in each organization they are an active member of (a deactivated
+    membership acts for nothing, here as in sessions and tokens)."""
+    memberships = (
+        Membership.objects.filter(user=user, deactivated_at=None)
+        .select_related("organization", "user")
+        .order_by("organization__name")
+    )
     return [Principal(m) for m in memberships]
 
 

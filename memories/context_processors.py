@@ -20,7 +20,9 @@ def shell(request: HttpRequest) -> dict[str, Any]:
             "name": m.organization.name,
             "current": principal is not None and m.pk == principal.membership.pk,
         }
-        for m in request.user.memberships.select_related("organization").order_by("organization__name")  # type: ignore[union-attr]
+        for m in request.user.memberships.filter(deactivated_at=None)  # type: ignore[union-attr]
+        .select_related("organization")
+        .order_by("organization__name")
     ]
     return {
         "principal": principal,

@@ -186,7 +186,7 @@ def organization_holding(principal: Principal, memory_id: Any) -> Organization |
     open there (missing, foreign and forbidden stay one 404).
     """
     others = (
-        Membership.objects.filter(user_id=principal.user.pk)
+        Membership.objects.filter(user_id=principal.user.pk, deactivated_at=None)
         .exclude(organization_id=principal.organization_id)
         .select_related("organization", "user")
         .order_by("organization__name")

@@ -5,7 +5,8 @@ An access token is usable only when all of these hold: the toolkit knows it and 
 expired; it carries the `mcp` scope; its audience (RFC 8707 resource) is exactly this server's MCP
 endpoint — a token minted for another resource, or for none, is refused; its refresh-token family
 is a Cortex grant; and that grant's ApiToken is still usable (not revoked or expired, its user
-active). Revoking the ApiToken therefore ends the client's access at its next request.
+active, its membership not deactivated). Revoking the ApiToken therefore ends the client's access
+at its next request.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.db import transaction
 from oauth2_provider.models import get_access_token_model, get_refresh_token_model
 
 from audit.services import record
-from cortex_site.errors import ValidationFailed
+from cortex_site.errors import NotFound, ValidationFailed
 from memories.access import Principal
 from memories.models import ApiToken, Membership, OAuthGrant
 from memories.services.tenancy import token_create
@@ -44,7 +45,10 @@ def oauth_grant_create(
     default_scope_slug: str | None = None,
 ) -> OAuthGrant:
     """Record a person's consent: an ApiToken with their choices (a narrowing of their own
-    access, checked by token_create) and the grant the client's tokens will act through."""
+    access, checked by token_create) and the grant the client's tokens will act through.
+    A deactivated membership consents to nothing (its tokens would never authenticate anyway)."""
+    if membership.deactivated_at is not None:
+        raise NotFound("You are not an active member of that organization.")
     client_name = (application.name or application.client_id)[:80]
     principal = Principal(membership)
     token, _secret = token_create(
@@ -122,7 +126,7 @@ def oauth_access_authenticate(raw: str, *, resource: str) -> ApiToken | None:
     if grant is None or not same_resource(grant.resource, resource):
         return None
     token = grant.token
-    if not token.is_usable() or not token.membership.user.is_active:
+    if not token.is_usable() or not token.membership.user.is_active or token.membership.deactivated_at is not None:
         return None
     return token
 

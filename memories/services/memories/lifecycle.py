@@ -189,6 +189,13 @@ def memory_patch(*, principal: Principal, memory_id: Any, changes: dict[str, Any
             )
         if memory.status == Memory.Status.REDACTED:
             raise Conflict("A redacted memory cannot be changed.", error_code="MEMORY_REDACTED")
+        if {"clearance_min", "valid_until"} & set(changes) and not principal.outranks_author_of(memory):
+            # Who may read it and until when decide as much as its content: the supersede rule's authority.
+            raise PermissionDenied(
+                "Changing who can read this memory, or until when, needs authority at least its author's; "
+                "propose a revision instead.",
+                error_code="MEMORY_NOT_WRITABLE",
+            )
         fields: dict[str, Any] = {}
         if "tags" in changes:
             fields["tags"] = normalise_tags(changes["tags"] or [])
