@@ -9,7 +9,6 @@ Every outbound call lives in the source's client.py (official SDK, timeout, `con
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,21 +17,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 if TYPE_CHECKING:
     from connectors.models import Connector
     from memories.models import Organization
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def storable(value: Any) -> Any:
-    """`value` with every string in it as PostgreSQL can store it: a source's JSON may escape a NUL
-    (which text and jsonb columns refuse) or half of a surrogate pair (not UTF-8). NULs are dropped
-    and halves become U+FFFD, in strings, dict keys and values, and lists, throughout."""
-    if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value.replace("\x00", ""))
-    if isinstance(value, dict):
-        return {storable(k): storable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return type(value)(storable(v) for v in value)
-    return value
 
 
 @dataclass(frozen=True)

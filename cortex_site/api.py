@@ -24,6 +24,7 @@ from rest_framework.throttling import SimpleRateThrottle
 
 from audit.context import current_request_id
 from cortex_site.errors import CortexError, NotFound, ValidationFailed, infrastructure_error
+from cortex_site.text import encodable
 
 logger = logging.getLogger(__name__)
 # What a 503/507 tells clients to wait: the embedded services restart in seconds.
@@ -44,7 +45,13 @@ _DRF_CODES: dict[type[exceptions.APIException], str] = {
 
 
 def error_body(error_code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"error_code": error_code, "message": message, "request_id": current_request_id() or "", "details": details or {}}
+    # A refusal may repeat what was sent (a field's name, a choice): half an emoji there could not be answered.
+    return {
+        "error_code": error_code,
+        "message": encodable(message),
+        "request_id": current_request_id() or "",
+        "details": encodable(details or {}),
+    }
 
 
 def error_response(

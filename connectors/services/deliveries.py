@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from audit.context import current_client_ip, current_request_id
 from audit.models import AuditEvent
 from audit.services import Actor, EventSpec, record, record_many, valid_address
-from connectors.base import ParsedDelivery, storable
+from connectors.base import ParsedDelivery
 from connectors.errors import InvalidSignature, PermanentSourceError, RetryableSourceError
 from connectors.models import Connector, Delivery, SyncRun
 from connectors.registry import SOURCES, source_class, source_for
@@ -42,6 +42,7 @@ from connectors.services.connectors import connector_set_error
 from connectors.services.sync import _apply_counts, _connector_lock, upsert_items
 from cortex_site.errors import CortexError, NotFound, PayloadTooLarge, UnsupportedMediaType, ValidationFailed
 from cortex_site.model_rows import row_reader, table_and_columns
+from cortex_site.text import storable
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.utils import timezone
 
 from audit.services import record
-from connectors.base import Page, Source, SourceItem, storable
+from connectors.base import Page, Source, SourceItem
 from connectors.errors import PermanentSourceError, RetryableSourceError
 from connectors.models import Checkpoint, Connector, ConnectorItem, SyncRun
 from connectors.registry import source_class, source_for
@@ -36,6 +36,7 @@ from connectors.selectors import access_connector, cursor_of, lease, open_run
 from connectors.services import backoff
 from connectors.services.connectors import connector_set_error, require_admin
 from cortex_site.errors import Conflict, CortexError
+from cortex_site.text import storable
 from memories.access import Principal, clearance_names
 from memories.models import Membership, Memory
 from memories.services.memories import MemoryDraft, WriteResult, memory_create_many, memory_redact, memory_supersede

@@ -29,7 +29,7 @@ from memories.interchange.inputs import (
 )
 from memories.interchange.representation import citation, cite_text, iso, present_memories, present_memory, redaction
 from memories.interchange.shapes import conflict_summary, entity_summary, present_conflicts
-from memories.models import Memory
+from memories.models import Conflict, Entity, Memory
 from memories.retrieval.packing import MIN_MAX_TOKENS, estimate_tokens, pack
 from memories.selectors.conflicts import conflict_for, memory_conflicts
 from memories.selectors.entities import memory_entities
@@ -67,6 +67,65 @@ class MemoryOutput(serializers.Serializer):
     updated_at = serializers.DateTimeField()
     supersedes = serializers.UUIDField(allow_null=True)
     superseded_by = serializers.UUIDField(allow_null=True)
+
+
+class HistoryEntryOutput(serializers.Serializer):
+    id = serializers.UUIDField()
+    title = serializers.CharField()
+    status = serializers.ChoiceField(choices=Memory.Status.values)
+    valid_from = serializers.DateTimeField()
+
+
+class CitationOutput(serializers.Serializer):
+    title = serializers.CharField()
+    source = serializers.CharField()  # type: ignore[assignment]  # a field named like Field.source
+    source_url = serializers.CharField(allow_null=True)
+    author = serializers.CharField(allow_null=True)
+    valid_from = serializers.DateTimeField()
+    scope = serializers.CharField()
+
+
+class RedactionOutput(serializers.Serializer):
+    redacted_at = serializers.DateTimeField(allow_null=True)
+    redacted_by = serializers.CharField(allow_null=True)
+    reason = serializers.CharField()
+    held_until = serializers.DateTimeField(
+        allow_null=True, help_text="Until when an admin can restore it; null once final (urgent, or the hold expired)."
+    )
+
+
+class MemoryConflictOutput(serializers.Serializer):
+    """A conflict as memory detail lists it: from that memory's point of view."""
+
+    id = serializers.UUIDField()
+    kind = serializers.ChoiceField(choices=Conflict.Kind.values)
+    status = serializers.ChoiceField(choices=Conflict.Status.values)
+    resolution = serializers.ChoiceField(choices=Conflict.Resolution.values, allow_null=True)
+    role = serializers.ChoiceField(choices=["new", "existing"])
+    similarity = serializers.FloatField()
+    classifier = serializers.CharField()
+    explanation = serializers.CharField()
+    other = serializers.DictField(help_text="{id, title, status} of the other memory")
+    resolved_by = serializers.DictField(allow_null=True)
+
+
+class MemoryEntityOutput(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    kind = serializers.ChoiceField(choices=Entity.Kind.values)
+
+
+class MemoryDetailOutput(MemoryOutput):
+    chunk_count = serializers.IntegerField()
+    history = HistoryEntryOutput(many=True, help_text="The supersession chain you may see, oldest first")
+    citation = CitationOutput()
+    redaction = RedactionOutput(allow_null=True, help_text="Who redacted it, when and why; null unless redacted")
+    conflicts = MemoryConflictOutput(many=True)
+    entities = MemoryEntityOutput(many=True)
+
+
+class RedactedMemoryOutput(MemoryOutput):
+    redaction = RedactionOutput()
 
 
 class WriteOutput(MemoryOutput):
@@ -204,7 +263,7 @@ class MemoryListCreateView(APIView):
 
 
 class MemoryDetailView(APIView):
-    @extend_schema(summary="One memory, with its supersession history and chunk count", responses=MemoryOutput)
+    @extend_schema(summary="One memory, with its supersession history and chunk count", responses=MemoryDetailOutput)
     def get(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
         memory = memory_for_history(principal, memory_id)
@@ -264,7 +323,7 @@ class MemoryRedactView(APIView):
         "instead). Held CORTEX_REDACTION_HOLD_DAYS for an admin's restore unless urgent (403 URGENT_REDACTION_NOT_ALLOWED "
         "for a connector).",
         request=RedactInput,
-        responses=MemoryOutput,
+        responses=RedactedMemoryOutput,
     )
     def post(self, request: Request, memory_id: str) -> Response:
         principal = request_principal(request)
