@@ -146,8 +146,12 @@ class ListScopesOutput(BaseModel):
     clearance_ladder: list[str] = Field(description="The organization's clearance rungs, lowest first.")
     scopes: list[ScopeInfo]
     read_only: bool = Field(description="True when this token may only read.")
-    default_scope: str = Field(description="Where `remember` stores a memory when you give no scope.")
-    default_scope_rule: str = Field(description="Why that is the default (the token's default, or the organization's).")
+    default_scope: str | None = Field(
+        description="Where `remember` stores a memory when you give no scope; null when it needs one (see the rule)."
+    )
+    default_scope_rule: str = Field(
+        description="Why that is the default (the token's default, or the organization's), or why there is none."
+    )
 
 
 class Packing(BaseModel):

@@ -26,13 +26,14 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from django.conf import settings
+from mcp import MCPError
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp.types import INVALID_PARAMS, CallToolResult, GetPromptResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 from rest_framework import serializers
 
@@ -126,7 +127,8 @@ def _audit_call(
         target_type=target_type,
         target_id=target_id,
         outcome=outcome,
-        details={"tool": tool[:100], "outcome": outcome, "error_code": error_code or None},
+        # PostgreSQL's jsonb cannot hold a NUL, and the name of an unknown tool is the caller's text.
+        details={"tool": tool[:100].replace("\x00", "\\0"), "outcome": outcome, "error_code": error_code or None},
     )
 
 
@@ -180,6 +182,10 @@ def _validated(serializer_class: type[serializers.Serializer], data: dict[str, A
     serializer = serializer_class(data=data)
     if not serializer.is_valid():
         field, problems = next(iter(serializer.errors.items()))
+        # A list's errors are keyed by the item's position ({1: ["…"]}): name it as `scopes.1`.
+        while isinstance(problems, dict) and problems:
+            position, problems = next(iter(problems.items()))
+            field = f"{field}.{position}"
         problem = problems[0] if isinstance(problems, list) and problems else problems
         raise ValidationFailed(f"{field}: {problem}", error_code="VALIDATION_ERROR", details={"fields": serializer.errors})
     return dict(serializer.validated_data)
@@ -192,6 +198,9 @@ _RESOLUTION_WORDS = {
     services.ScopeResolution.SOURCE_RULE: "the organization's rule for MCP memories",
     services.ScopeResolution.DEFAULT: "the default scope",
 }
+
+
+NO_DEFAULT_SCOPE = "remember needs a scope: the default one is not among the scopes this token can read"
 
 
 def readers(memory: Memory) -> str:
@@ -456,12 +465,19 @@ async def get_memory(
 
 
 # -- list_scopes -----------------------------------------------------------------------------------
-def resolve_default_scope_slug(principal: Principal) -> tuple[str, str]:
-    """Where `remember` without a scope lands by the organization's rules, and the rule in words."""
+def resolve_default_scope_slug(principal: Principal) -> tuple[str | None, str]:
+    """Where `remember` without a scope lands by the organization's rules, and the rule in words.
+
+    None when that scope is one the principal cannot read (a token narrowed to other scopes, a
+    token default whose grant was revoked): remember refuses it as UNKNOWN_SCOPE without naming it,
+    and so does this answer.
+    """
     try:
         scope, resolution = services.resolve_scope(principal, None, SOURCE)
     except PermissionDenied as exc:  # read-only, or the rule's scope is not writable: still say where
         return str(exc.details.get("scope", "")), _RESOLUTION_WORDS[str(exc.details.get("resolution", "default"))]
+    except NotFound:
+        return None, NO_DEFAULT_SCOPE
     return scope.slug, _RESOLUTION_WORDS[resolution]
 
 
@@ -485,7 +501,7 @@ def _list_scopes(principal: Principal) -> Answer:
     lines = [
         f"Organization {data.organization}; your clearance is {data.clearance} (ladder: {' < '.join(data.clearance_ladder)}).",
         *(["Read-only: you can recall but not remember or change."] if data.read_only else []),
-        f"remember without a scope stores into {default} ({rule}).",
+        f"remember without a scope stores into {default} ({rule})." if default else f"{rule}.",
         "",
         "Scopes you can read:",
         *[
@@ -735,6 +751,13 @@ def tools() -> list[Tool]:
     ]
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether an argument's text (a string, or a list of them: the tools take nothing deeper) holds a NUL."""
+    if isinstance(value, str):
+        return "\x00" in value
+    return isinstance(value, list) and any(isinstance(item, str) and "\x00" in item for item in value)
+
+
 def _argument_problem(error: ValidationError) -> str:
     # Field names and pydantic's sentence only: the rejected values are the caller's data.
     return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}" for e in error.errors())
@@ -762,11 +785,15 @@ class CortexMCPServer(MCPServer):
             return await self._refused(name, "UNKNOWN_TOOL", f"Unknown tool {name[:100]!r}. Cortex offers: {offered}.")
         unknown = sorted(set(arguments) - known)
         if unknown:
-            message = (
-                f"Unknown argument{'s' if len(unknown) > 1 else ''}: "
-                f"{', '.join(unknown)}. {name} takes: {', '.join(sorted(known))}."
-            )
+            takes = f"takes: {', '.join(sorted(known))}" if known else "takes no arguments"
+            message = f"Unknown argument{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. {name} {takes}."
             return await self._refused(name, "INVALID_ARGUMENTS", message, {"unknown": unknown})
+        holding_nul = next((argument for argument, value in arguments.items() if _holds_nul(value)), None)
+        if holding_nul is not None:
+            # As REST refuses such a query parameter (cortex_site.middleware.NulInQueryMiddleware): as a
+            # filter it could only fail its query, as text it could never be stored.
+            message = f"{holding_nul} holds a NUL character, which no text in Cortex can hold."
+            return await self._refused(name, "INVALID_ARGUMENTS", message, {"argument": holding_nul})
         try:
             return await super().call_tool(name, arguments, context)
         except UnexpectedToolError:
@@ -781,6 +808,15 @@ class CortexMCPServer(MCPServer):
             cause = exc.__cause__
             problem = _argument_problem(cause) if isinstance(cause, ValidationError) else str(exc)
             return await self._refused(name, "INVALID_ARGUMENTS", f"Invalid arguments for {name}: {problem}")
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        # The SDK answers an unknown prompt with error code 0 and logs a traceback; like an unknown
+        # resource it is the client's mistake: invalid params. (Cortex offers no prompts.)
+        if name not in {prompt.name for prompt in await self.list_prompts()}:
+            raise MCPError(code=INVALID_PARAMS, message=f"Unknown prompt: {name[:100]}")
+        return await super().get_prompt(name, arguments, context)
 
     async def _refused(
         self,
