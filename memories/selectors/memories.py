@@ -6,6 +6,7 @@ one way to fetch a single memory by id (foreign, forbidden and missing all raise
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
@@ -15,7 +16,7 @@ from django.utils import timezone
 
 from cortex_site.errors import Denial, NotFound, ValidationFailed
 from memories.access import Operator, Principal, memory_denial, parse_id
-from memories.models import Membership, Memory, Organization, RedactionHold
+from memories.models import Membership, Memory, Organization, RedactionHold, Scope
 
 STATUS_FILTERS = {"active", "superseded", "redacted", "all"}
 
@@ -69,11 +70,26 @@ class MemoryFilters:
     oldest_first: bool = False
 
 
+def readable_scope_ids_named(principal: Principal, slugs: Sequence[str]) -> list[int]:
+    """The ids of the scopes `slugs` names, in order; a scope the organization does not have and one
+    the principal may not read are both 404 UNKNOWN_SCOPE (alike: no existence leak)."""
+    readable = principal.readable_scope_ids
+    found = dict(Scope.objects.filter(organization_id=principal.organization_id, slug__in=list(slugs)).values_list("slug", "id"))
+    ids = []
+    for slug in slugs:
+        scope_id = found.get(slug)
+        if scope_id is None or scope_id not in readable:
+            raise NotFound(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
+        ids.append(scope_id)
+    return ids
+
+
 def memory_list(principal: Principal, filters: MemoryFilters) -> QuerySet[Memory]:
-    """Newest first (or oldest first); every filter narrows within what the principal may see."""
+    """Newest first (or oldest first); every filter narrows within what the principal may see (a scope
+    it names must be one the principal may read: UNKNOWN_SCOPE otherwise, as in recall)."""
     memories = visible_memories(principal, status=filters.status)
     if filters.scope:
-        memories = memories.filter(scope__slug=filters.scope)
+        memories = memories.filter(scope_id__in=readable_scope_ids_named(principal, [filters.scope]))
     if filters.category:
         memories = memories.filter(category=filters.category.lower())
     if filters.source:
@@ -169,7 +185,7 @@ def memory_timeline(
     """Memories the principal may read, in the order they became true (valid_from), oldest first."""
     memories = visible_memories(principal).select_related("scope", "author")
     if scope:
-        memories = memories.filter(scope__slug=scope)
+        memories = memories.filter(scope_id__in=readable_scope_ids_named(principal, [scope]))
     if since is not None:
         memories = memories.filter(valid_from__gte=since)
     if until is not None:

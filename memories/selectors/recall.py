@@ -30,13 +30,14 @@ from django.conf import settings
 from django.utils import timezone
 
 from audit.services import record
-from cortex_site.errors import NotFound, ValidationFailed
+from cortex_site.errors import ValidationFailed
 from memories.access import Principal
 from memories.embeddings.factory import get_embedder
 from memories.embeddings.store import check_signature, embed_for_store, signature_of
-from memories.models import Memory, Scope
+from memories.models import Memory
 from memories.retrieval import scoring, sql
 from memories.retrieval.terms import idf, is_identifier, normalise_query, one_edit_variants, query_terms, typo_candidate
+from memories.selectors.memories import readable_scope_ids_named
 
 MAX_QUERY_CHARS = 2000
 MAX_LIMIT = 50
@@ -104,21 +105,6 @@ def _check(query: RecallQuery) -> str:
     if query.as_of is not None and timezone.is_naive(query.as_of):
         raise ValidationFailed("as_of must include a timezone.", error_code="INVALID_DATE")
     return text
-
-
-def _scope_ids(principal: Principal, slugs: Sequence[str] | None) -> list[int]:
-    readable = principal.readable_scope_ids
-    if not slugs:
-        return sorted(readable)
-    found = dict(Scope.objects.filter(organization_id=principal.organization_id, slug__in=list(slugs)).values_list("slug", "id"))
-    ids = []
-    for slug in slugs:
-        scope_id = found.get(slug)
-        if scope_id is None or scope_id not in readable:
-            # Unreadable and missing scopes answer alike: no existence leak.
-            raise NotFound(f"Unknown scope {slug!r}.", error_code="UNKNOWN_SCOPE", details={"scope": slug})
-        ids.append(scope_id)
-    return ids
 
 
 def statistics_rule(principal: Principal) -> sql.ChunkFilter:
@@ -441,7 +427,9 @@ def recall(principal: Principal, query: RecallQuery, *, audit: bool = True, exac
     """Ranked memories for a query; see the module docstring. `exact` bypasses the HNSW index."""
     started = time.perf_counter()
     text = _check(query)
-    scope_ids = _scope_ids(principal, query.scopes)
+    scope_ids = (
+        sorted(readable_scope_ids_named(principal, query.scopes)) if query.scopes else sorted(principal.readable_scope_ids)
+    )
     moment = query.as_of or timezone.now()
     where = sql.ChunkFilter(
         organization_id=principal.organization_id,

@@ -151,3 +151,11 @@ def test_a_bad_item_in_a_list_argument_is_named_by_its_position_in_plain_words(
     error = _error(mcp_client.call(world["tokens"]["admin"], tool, **arguments))
     assert error["error_code"] == "VALIDATION_ERROR" and error["message"] == says, error
     assert "ErrorDetail" not in str(error)
+
+
+@pytest.mark.parametrize("tool", ["list_memories", "recall_timeline"])
+def test_a_scope_filter_naming_a_scope_the_token_cannot_read_is_unknown_scope(
+    tool: str, world: dict[str, Any], mcp_client: Any
+) -> None:
+    error = _error(mcp_client.call(world["tokens"]["admin"], tool, scope="no-such-scope"))
+    assert error["error_code"] == "UNKNOWN_SCOPE", error

@@ -119,3 +119,20 @@ def test_a_redaction_answer_documents_its_redaction(
     assert set(body) <= set(documented), sorted(set(body) - set(documented))
     redaction = _documented(openapi, documented["redaction"])["properties"]
     assert set(body["redaction"]) == set(redaction)
+
+
+# -- a scope the input names ------------------------------------------------------------------------------
+@pytest.mark.django_db
+def test_listing_a_scope_one_may_not_read_is_the_404_of_a_missing_one(
+    acme: dict[str, Any], api: Callable[..., ApiClient]
+) -> None:
+    remember(acme["exec"], "Q3 quota is 1.2M.", scope="sales")
+    employee = api(acme["employee"])  # granted engineering, not sales
+
+    hidden = assert_envelope(employee.get("/api/memories", {"scope": "sales"}), 404, "UNKNOWN_SCOPE")
+    missing = assert_envelope(employee.get("/api/memories", {"scope": "no-such-scope"}), 404, "UNKNOWN_SCOPE")
+
+    assert hidden["message"].replace("sales", "X") == missing["message"].replace("no-such-scope", "X")
+    # As recall answers a scope it cannot search.
+    assert_envelope(employee.post("/api/recall", {"query": "quota", "scopes": ["sales"]}), 404, "UNKNOWN_SCOPE")
+    assert api(acme["exec"]).get("/api/memories", {"scope": "sales"}).json()["results"][0]["content"] == "Q3 quota is 1.2M."
