@@ -80,7 +80,11 @@ class RunOutput(serializers.Serializer):
     items_redacted = serializers.IntegerField()
     items_skipped = serializers.IntegerField()
     items_failed = serializers.IntegerField()
-    failures = serializers.ListField(child=serializers.DictField(), help_text='[{"external_id", "reason"}]')
+    failures = serializers.ListField(
+        child=serializers.DictField(),
+        help_text='[{"external_id", "reason"}]; empty for a member who may not read what the connector writes '
+        "(its scope at its clearance; admins only for a connector whose scope is set by rule)",
+    )
     progress_done = serializers.IntegerField()
     progress_total = serializers.IntegerField(allow_null=True)
     cap = serializers.IntegerField(allow_null=True)
@@ -125,7 +129,8 @@ def present_connector(principal: Principal, connector: Connector, *, names: dict
     return body
 
 
-def present_run(principal: Principal, run: SyncRun) -> dict[str, Any]:
+def present_run(principal: Principal, run: SyncRun, *, item_details: bool) -> dict[str, Any]:
+    """A run as the API answers it; `failures` empty unless `item_details` (selectors.sees_item_details)."""
     body = {
         name: getattr(run, name)
         for name in (
@@ -148,6 +153,8 @@ def present_run(principal: Principal, run: SyncRun) -> dict[str, Any]:
         )
     }
     body["id"] = str(run.pk)
+    if not item_details:
+        body["failures"] = []
     if principal.is_admin:
         body["checkpoint_before"] = run.checkpoint_before
         body["checkpoint_after"] = run.checkpoint_after
@@ -295,8 +302,10 @@ class ConnectorRunsView(APIView):
     def get(self, request: Request, connector_id: str) -> Response:
         principal = request_principal(request)
         paginator = self.pagination_class()
-        page = paginator.paginate_queryset(selectors.run_history(principal, connector_id), request, view=self) or []
-        return paginator.get_paginated_response([present_run(principal, run) for run in page])
+        connector = selectors.access_connector(principal, connector_id)
+        page = paginator.paginate_queryset(selectors.run_history(principal, connector.pk), request, view=self) or []
+        details = selectors.sees_item_details(principal, connector)
+        return paginator.get_paginated_response([present_run(principal, run, item_details=details) for run in page])
 
 
 class ConnectorRunDetailView(APIView):
@@ -307,7 +316,7 @@ class ConnectorRunDetailView(APIView):
         run = selectors.run_for(principal, run_id)
         if run.connector_id != connector.pk:
             raise NotFound("No such run.")
-        return Response(present_run(principal, run))
+        return Response(present_run(principal, run, item_details=selectors.sees_item_details(principal, connector)))
 
 
 class ConnectorCredentialsView(APIView):

@@ -52,6 +52,20 @@ def access_connector(principal: Principal, connector_id: Any, *, for_update: boo
     return connector
 
 
+def sees_item_details(principal: Principal, connector: Connector) -> bool:
+    """Whether the principal may see which items a connector's runs could not read, and why: an item's
+    id and reason can name what the memories it writes hold (a file name, a repository, a channel).
+    Admins, and members who may read what it writes (its scope, at its clearance); a connector whose
+    items go to scopes by rule shows them to admins only. Everyone else sees the counts."""
+    if principal.is_admin:
+        return True
+    return (
+        connector.scope_id is not None
+        and connector.scope_id in principal.readable_scope_ids
+        and connector.clearance_rank <= principal.clearance_rank
+    )
+
+
 def runs_for(principal: Principal, connector_id: Any, *, limit: int = 50) -> list[SyncRun]:
     return list(run_history(principal, connector_id)[: max(1, min(limit, 200))])
 

@@ -121,6 +121,7 @@ def _detail(
     context: dict[str, Any] = {
         "c": presenters.card(connector, runs, timezone.now()),
         "runs": [{"run": run, "badge": presenters.RUN_STATUS_BADGES.get(run.status, "badge-neutral")} for run in runs],
+        "item_details": selectors.sees_item_details(principal, connector),
         "new_secret": new_secret,
     }
     if principal.is_admin:

@@ -308,3 +308,31 @@ def test_the_openapi_schema_documents_the_connector_api(api: Callable[..., Any],
     sync = paths["/api/connectors/{connector_id}/sync"]["post"]["responses"]
     assert {"202", "403", "404", "409"} <= set(sync)
     assert "SYNC_IN_PROGRESS" in json.dumps(sync)
+
+
+def test_which_items_failed_is_shown_only_to_those_who_may_read_what_the_connector_writes(
+    acme: dict[str, Any], api: Callable[..., Any], stub_server: StubServer, client: Any
+) -> None:
+    connector = api(acme["exec"]).post("/api/connectors", _body(stub_server, scope="sales")).json()
+    failures = [{"external_id": "acme/robots#41", "reason": "GitHub refused 'Layoff plan for Q3' (403)."}]
+    run = SyncRun.objects.create(
+        connector_id=connector["id"],
+        organization_id=acme["org"].pk,
+        trigger="manual",
+        status="succeeded",
+        items_failed=1,
+        failures=failures,
+    )
+    runs, one = f"/api/connectors/{connector['id']}/runs", f"/api/connectors/{connector['id']}/runs/{run.pk}"
+
+    for member, sees in (("exec", True), ("manager", True), ("employee", False)):  # the employee has no sales grant
+        reader = api(acme[member])
+        listed, alone = reader.get(runs).json()["results"][0], reader.get(one).json()
+        assert (listed["items_failed"], alone["items_failed"]) == (1, 1)  # the counts are everyone's
+        assert listed["failures"] == alone["failures"] == (failures if sees else []), member
+    # The connector's page likewise.
+    client.force_login(acme["employee"].user)
+    page = client.get(f"/connectors/{connector['id']}/").content.decode()
+    assert "Layoff plan" not in page and "acme/robots#41" not in page
+    client.force_login(acme["manager"].user)
+    assert "Layoff plan for Q3" in client.get(f"/connectors/{connector['id']}/").content.decode()
