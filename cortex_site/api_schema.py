@@ -62,6 +62,7 @@ STATUS_TEXT = {
     403: "PERMISSION_DENIED, NO_ORGANIZATION, TOKEN_READ_ONLY or the operation's own rule",
     404: "NOT_FOUND: missing, and not yours to see, alike; UNKNOWN_SCOPE, UNKNOWN_CLEARANCE or INVALID_CURSOR for a name "
     "or cursor the input gives that this organization does not have",
+    406: "NOT_ACCEPTABLE: the Accept header admits no JSON (application/json, or */*)",
     409: "the operation's state rule (e.g. MEMORY_NOT_ACTIVE, SYNC_IN_PROGRESS)",
     422: "well-formed, but refused by a rule the schema cannot state: relative to now or to stored state, across "
     "fields, or a source's own reading of a connector's config and credentials (INVALID_VALIDITY_WINDOW, "
@@ -177,7 +178,7 @@ def _envelope(description: str) -> dict[str, Any]:
 
 def statuses_for(path: str, method: str, operation: dict[str, Any]) -> list[int]:
     """The error statuses an operation can answer, by what it reads (see the module docstring)."""
-    codes = [401, 429, 503]
+    codes = [401, 406, 429, 503]  # 406: an Accept header that admits no JSON, on any operation
     if operation.get("security"):  # a caller who authenticates can still be refused
         codes.append(403)
     reads_input = "requestBody" in operation or any(p.get("in") == "query" for p in operation.get("parameters", []))

@@ -107,6 +107,15 @@ def test_wrong_content_type_is_415_envelope(member_client: Any, make_org: Any) -
 
 
 @pytest.mark.django_db
+def test_an_accept_header_without_json_is_a_documented_406_envelope(member_client: Any) -> None:
+    response = member_client.get("/api/scopes", headers={"Accept": "application/xml"})
+    assert_envelope(response, 406, "NOT_ACCEPTABLE")
+    assert member_client.get("/api/scopes", headers={"Accept": "text/html, */*;q=0.1"}).status_code == 200
+    schema = json.loads(Client().get("/api/schema/", headers={"Accept": "application/json"}).content)
+    assert "406" in schema["paths"]["/api/scopes"]["get"]["responses"]
+
+
+@pytest.mark.django_db
 @override_settings(DATA_UPLOAD_MAX_MEMORY_SIZE=1024)
 def test_oversized_body_is_413_envelope(member_client: Any) -> None:
     response = member_client.post("/api/test-echo", json.dumps({"text": "x" * 5000}))
