@@ -136,3 +136,15 @@ def test_listing_a_scope_one_may_not_read_is_the_404_of_a_missing_one(
     # As recall answers a scope it cannot search.
     assert_envelope(employee.post("/api/recall", {"query": "quota", "scopes": ["sales"]}), 404, "UNKNOWN_SCOPE")
     assert api(acme["exec"]).get("/api/memories", {"scope": "sales"}).json()["results"][0]["content"] == "Q3 quota is 1.2M."
+
+
+@pytest.mark.django_db
+def test_a_supersede_that_changes_nothing_is_refused_and_the_memory_stays_current(
+    acme: dict[str, Any], admin_client: ApiClient
+) -> None:
+    memory = remember(acme["exec"], "Deploys need two approvals.", scope="engineering")
+
+    assert_envelope(admin_client.post(f"/api/memories/{memory.pk}/supersede", {}), 400, "NOTHING_TO_CHANGE")
+
+    memory.refresh_from_db()
+    assert memory.status == Memory.Status.ACTIVE and Memory.objects.count() == 1

@@ -150,6 +150,11 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     unknown = set(changes) - {f for f in MemoryDraft.__dataclass_fields__ if f not in {"external_id"}}
     if unknown:
         raise ValidationFailed(f"Unknown fields: {', '.join(sorted(unknown))}.", error_code="UNKNOWN_FIELDS")
+    if not changes:
+        # A new version saying exactly what the old one said would only push it out of date.
+        raise ValidationFailed(
+            "Nothing to change: give the new content, or the fields that change.", error_code="NOTHING_TO_CHANGE"
+        )
     names = clearance_names(principal.organization_id)
     base = MemoryDraft(
         content=old.content,
