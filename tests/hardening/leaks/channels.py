@@ -13,6 +13,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from hardening.leaks.surfaces import OK, TOOL_ERROR, Answer, json_text
 from hardening.leaks.world import Who, World
+from memories.sessions import SESSION_ORGANIZATION_KEY
 
 Ask = Callable[[tuple[Any, ...]], Answer]
 
@@ -48,12 +49,17 @@ def browser(world: World, who: Who) -> Ask:
     if who.name == "dual@globex":
         switched = client.post("/org/switch", {"organization": "leak-globex"})
         assert switched.status_code == 302, switched.status_code
+    if who.name == "split@acme":
+        # The session still names the organization whose membership was deactivated.
+        session = client.session
+        session[SESSION_ORGANIZATION_KEY] = world.orgs["acme"].pk
+        session.save()
 
     def ask(call: tuple[Any, ...]) -> Answer:
-        path, query = call
+        path, query, *headers = call
         # Followed as a browser does: a redirect's flash message is shown (and consumed) by the page it
         # leads to, not by whatever page the suite asks for next.
-        response = client.get(path, query or {}, follow=True)
+        response = client.get(path, query or {}, follow=True, headers=headers[0] if headers else None)
         return Answer(response.status_code, _body(response), response.get("X-Request-ID", ""))
 
     return ask

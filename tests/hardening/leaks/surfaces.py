@@ -10,6 +10,7 @@ allowed to pass by showing nothing).
 
 from __future__ import annotations
 
+import base64
 import difflib
 import hashlib
 import json
@@ -26,6 +27,12 @@ MISSING_UUID = str(uuid.UUID(int=0x5EED))
 MISSING_INT = "987654321"
 MISSING_SCOPE = "no-such-scope"
 MISSING_ENTITY = "ZQK999-9999"
+MISSING_RUN = f"{MISSING_UUID}/runs/{MISSING_UUID}"
+MISSING_AUTHOR = "Scribe-nobody"
+# A "Load more" position after every memory, so the next page is the first one (as the page's own cursors are).
+FAR_CURSOR = base64.urlsafe_b64encode(f"2999-01-01T00:00:00+00:00|{MISSING_UUID}".encode()).decode().rstrip("=")
+HTMX = {"HX-Request": "true"}
+HTMX_RESULTS = {**HTMX, "HX-Target": "memory-results"}
 OK, TOOL_ERROR = 0, 1  # the "status" of an MCP tool answer
 
 
@@ -83,7 +90,31 @@ def jobs(world: World) -> list[Target]:
 
 def connectors(world: World) -> list[Target]:
     rule = {c.key: c.allowed for c in world.canaries}
-    return [Target(world.connector_id, rule["connector-acme"]), Target(world.globex_connector_id, rule["connector-globex"])]
+    return [
+        Target(world.connector_id, rule["connector-acme"]),
+        Target(world.sales_connector_id, rule["connector-acme-sales"]),
+        Target(world.globex_connector_id, rule["connector-globex"]),
+    ]
+
+
+def authors(world: World) -> list[Target]:
+    rule = {c.key: c.allowed for c in world.canaries}
+    return [Target(name, rule[key]) for name, key in world.authors.items()]
+
+
+def connector_runs(world: World) -> list[Target]:
+    # One id in the path: "<connector id>/runs/<run id>", each run under its own connector.
+    return [Target(f"{target.ident}/runs/{world.runs[target.ident]}", target.opens) for target in connectors(world)]
+
+
+def audit_events(world: World) -> list[Target]:
+    rule = {c.key: c.allowed for c in world.canaries}
+    return [Target(str(event_id), rule[key]) for key, event_id in world.audit_event_ids.items()]
+
+
+def redaction_requests(world: World) -> list[Target]:
+    request = next(c for c in world.canaries if c.key == "redaction-request")
+    return [Target(world.redaction_request_id, request.opens)]
 
 
 def scopes(world: World) -> list[Target]:
@@ -98,7 +129,7 @@ def scopes(world: World) -> list[Target]:
 @dataclass(frozen=True)
 class One:
     name: str
-    call: tuple[Any, ...]  # REST: (method, path, data); UI: (path, query); MCP: (tool, arguments)
+    call: tuple[Any, ...]  # REST: (method, path, data); UI: (path, query[, headers]); MCP: (tool, arguments)
     complete: bool = False
 
 
@@ -135,6 +166,7 @@ REST: list[Surface] = [
     Each("memory", memories, ("GET", "/api/memories/{id}", None), opened_status=200),
     Each("memory-malformed-id", memories, ("GET", "/api/memories/{id}", None), missing="not-a-uuid"),
     Each("list-by-scope", scopes, ("GET", "/api/memories", {"scope": "{id}"}), missing=MISSING_SCOPE),
+    Each("list-by-author", authors, ("GET", "/api/memories", {"author": "{id}"}), missing=MISSING_AUTHOR),
     Each("recall-in-scope", scopes, ("POST", "/api/recall", {"query": SHARED_QUERY, "scopes": ["{id}"]}), missing=MISSING_SCOPE),
     Each("ask-in-scope", scopes, ("POST", "/api/ask", {"question": SHARED_QUERY, "scopes": ["{id}"]}), missing=MISSING_SCOPE),
     Each(
@@ -149,6 +181,7 @@ REST: list[Surface] = [
     Each("entity", entities, ("GET", "/api/entities/{id}", None), missing=MISSING_INT),
     Each("connector", connectors, ("GET", "/api/connectors/{id}", None)),
     Each("connector-runs", connectors, ("GET", "/api/connectors/{id}/runs", None)),
+    Each("connector-run", connector_runs, ("GET", "/api/connectors/{id}", None), missing=MISSING_RUN),
     Each("supersede", memories, ("POST", "/api/memories/{id}/supersede", {"content": "new words"}), hidden_only=True),
     Each("patch", memories, ("PATCH", "/api/memories/{id}", {"tags": ["x"]}), hidden_only=True),
     Each("redact", memories, ("POST", "/api/memories/{id}/redact", {"reason": "why"}), hidden_only=True),
@@ -156,6 +189,13 @@ REST: list[Surface] = [
     Each("request-redaction", memories, ("POST", "/api/memories/{id}/redaction-requests", {"reason": "why"}), hidden_only=True),
     Each("delete", memories, ("DELETE", "/api/memories/{id}", None), hidden_only=True),
     Each("resolve", conflicts, ("POST", "/api/conflicts/{id}/resolve", {"resolution": "keep_both"}), hidden_only=True),
+    Each("reopen", conflicts, ("POST", "/api/conflicts/{id}/reopen", {"note": "why"}), hidden_only=True),
+    Each(
+        "decide-redaction",
+        redaction_requests,
+        ("POST", "/api/redaction-requests/{id}/decide", {"decision": "decline"}),
+        hidden_only=True,
+    ),
 ]
 
 # -- the browser (a signed-in session) ------------------------------------------------------------------
@@ -164,6 +204,13 @@ UI: list[Surface] = [
     One("memories", ("/memories/", None)),
     One("memories-history", ("/memories/", {"status": "all"})),
     One("search", ("/memories/", {"q": SHARED_QUERY})),
+    One("memories-htmx", ("/memories/", None, HTMX_RESULTS)),
+    One("memories-htmx-history", ("/memories/", {"status": "all"}, HTMX_RESULTS)),
+    One("search-htmx", ("/memories/", {"q": SHARED_QUERY}, HTMX_RESULTS)),
+    One("memories-more", ("/memories/", {"cursor": FAR_CURSOR}, HTMX)),
+    One("memories-more-history", ("/memories/", {"cursor": FAR_CURSOR, "status": "all"}, HTMX)),
+    One("authors", ("/memories/authors/", None)),
+    One("authors-typed", ("/memories/authors/", {"author": "zq"})),
     One("ask", ("/ask/", {"q": f"What is the {SHARED_QUERY}?"})),
     One("entities", ("/entities/", None)),
     One("activity", ("/activity/", None)),
@@ -181,7 +228,14 @@ UI: list[Surface] = [
     Each("conflict", conflicts, ("/conflicts/{id}/", None)),
     Each("job", jobs, ("/briefs/jobs/{id}/", None)),
     Each("connector", connectors, ("/connectors/{id}/", None)),
+    Each("connector-card", connectors, ("/connectors/{id}/card/", None)),
+    Each("connector-card-htmx", connectors, ("/connectors/{id}/card/", None, HTMX)),
+    Each("audit-event", audit_events, ("/audit/{id}/", None), missing=MISSING_INT),
+    Each("audit-event-drawer", audit_events, ("/audit/{id}/", None, HTMX), missing=MISSING_INT),
     Each("memories-in-scope", scopes, ("/memories/", {"scope": "{id}"}), missing=MISSING_SCOPE),
+    Each("memories-by-author", authors, ("/memories/", {"author": "{id}"}), missing=MISSING_AUTHOR),
+    Each("memories-by-author-htmx", authors, ("/memories/", {"author": "{id}"}, HTMX_RESULTS), missing=MISSING_AUTHOR),
+    Each("authors-typed-name", authors, ("/memories/authors/", {"author": "{id}"}), missing=MISSING_AUTHOR),
     Each("export-scope", scopes, ("/settings/export/", {"scope": "{id}"}), missing=MISSING_SCOPE),
 ]
 

@@ -78,7 +78,7 @@ def test_the_canaries_reach_every_kind_of_surface(world: World) -> None:
     executive = world.principals["exec"]
     kinds = {c.key.split("@")[0].split("-")[0] for c in world.canaries if c.allowed(executive)}
     assert {"public", "handbook", "engineering", "sales", "leadership", "superseded", "proposal", "conflict"} <= kinds
-    assert {"brief", "redaction", "audit", "connector", "expired"} <= kinds
+    assert {"brief", "redaction", "audit", "connector", "expired", "authored", "run"} <= kinds
     assert len(world.conflicts) >= 1 and len(world.entity_ids) >= 20 and world.job_id
     assert not any(c.allowed(executive) for c in world.canaries if c.org == "globex")
 
@@ -90,6 +90,9 @@ def test_principals_cover_every_kind(world: World) -> None:
     assert ("oauth", True, False, True) in kinds
     assert {world.principals[k].rung for k in ("contractor", "employee", "manager", "exec")} == {0, 1, 2, 3}
     assert world.connector_principal is not None
+    # One person deactivated in one organization and active in another, asked as both.
+    split = (world.principals["split@acme"], world.principals["split@globex"])
+    assert [(who.org, who.usable) for who in split] == [("acme", False), ("globex", True)] and split[0].email == split[1].email
 
 
 def test_a_connector_reads_only_what_its_installer_may(world: World) -> None:

@@ -24,8 +24,9 @@ from typing import Any
 from django.utils import timezone
 from oauth2_provider.models import get_access_token_model, get_application_model, get_refresh_token_model
 
+from audit.models import AuditEvent
 from connectors.services.connectors import connector_create
-from memories.access import Principal
+from memories.access import CliPrincipal, Principal
 from memories.mcp.auth import mcp_resource_url
 from memories.models import ApiToken, Membership, Memory, Organization, Scope
 from memories.services import accounts, briefs, jobs, tenancy
@@ -34,6 +35,7 @@ from memories.services.entities import entities_extract
 from memories.services.memories import MemoryDraft, memory_create, memory_redact, memory_supersede
 from memories.services.oauth import oauth_grant_create
 from memories.services.post_write import run_post_write
+from memories.services.redactions import redaction_request_create
 
 RUNGS = ("Contractor", "Employee", "Manager", "Executive")
 ACME_SCOPES = ("public-docs", "handbook", "engineering", "sales", "leadership")
@@ -58,6 +60,8 @@ TOKEN_PRINCIPALS = (
     "employee/revoked",
     "employee/foreign",
     "gone",
+    "split@acme",
+    "split@globex",
 )
 MCP_PRINCIPALS = (*TOKEN_PRINCIPALS, "contractor/oauth")
 SESSION_PRINCIPALS = (
@@ -71,6 +75,8 @@ SESSION_PRINCIPALS = (
     "gadmin",
     "dual@globex",
     "gone",
+    "split@acme",
+    "split@globex",
 )
 
 # The words every grid memory shares, so one recall/search reaches all of them.
@@ -148,6 +154,11 @@ class World:
     job_id: str = ""
     connector_id: str = ""
     globex_connector_id: str = ""
+    sales_connector_id: str = ""
+    runs: dict[str, str] = field(default_factory=dict)  # connector id -> the id of its run
+    audit_event_ids: dict[str, int] = field(default_factory=dict)  # canary key -> the audit event holding it
+    redaction_request_id: str = ""
+    authors: dict[str, str] = field(default_factory=dict)  # a named author -> the canary key of its memory
     connector_principal: Principal | None = None
 
     def word_index(self) -> dict[str, Canary]:
@@ -255,7 +266,9 @@ class _Builder:
         n = next(self.counter)
         return _word(n), f"ZQK{n:03d}-{4000 + n}"
 
-    def write(self, membership: Membership, key: str, *, scope: str, rung: int, extra: str = "", **fields: Any) -> Memory:
+    def write(
+        self, membership: Membership, key: str, *, scope: str, rung: int, extra: str = "", importing: bool = False, **fields: Any
+    ) -> Memory:
         word, ticket = self.words()
         n = next(self.counter)
         # Words of its own keep each memory's embedding apart, so conflict detection pairs only the planted pair.
@@ -268,7 +281,8 @@ class _Builder:
         )
         fields.setdefault("title", f"Falcon review {word}")
         fields.setdefault("tags", [word])
-        principal = Principal(membership)
+        # An import (the CLI) may name the source's own author; anyone else writes as themselves.
+        principal = CliPrincipal(membership) if importing else Principal(membership)
         memory = memory_create(
             principal=principal,
             draft=MemoryDraft(content=content, scope=scope, clearance_min=RUNGS[rung], **fields),
@@ -332,6 +346,13 @@ def build_world() -> World:
     )
     tenancy.grant_set(membership=dual_globex, scope=b.scope("globex", "g-secret"), can_write=True)
     w.members["globex:dual"] = dual_globex
+    # A person active in globex whose acme membership (wider: engineering and sales at Manager) is deactivated below.
+    split_acme = b.member("acme", "split", 2, grants={"engineering": True, "sales": False})
+    split_globex = tenancy.member_add(
+        organization=globex, email=split_acme.user.email, clearance="Employee", role=Membership.Role.MEMBER, password=None
+    )
+    tenancy.grant_set(membership=split_globex, scope=b.scope("globex", "g-secret"), can_write=False)
+    w.members["globex:split"] = split_globex
 
     # -- canaries at every (scope, clearance) of acme, written by the executive -----------------------
     for scope in ACME_SCOPES:
@@ -340,6 +361,14 @@ def build_world() -> World:
     # ... and in the other organization.
     b.write(g_admin, "globex:public-docs@Contractor", scope="public-docs", rung=0)
     b.write(g_admin, "globex:g-secret@Executive", scope="g-secret", rung=3)
+
+    # Named authors (an import states the source's author): the author filter's typeahead and the lists
+    # name one only to those who read one of its memories. (One word: a page echoes the filter it was asked.)
+    for member, key, scope, rung in ((ex, "authored", "sales", 2), (g_admin, "globex:authored", "public-docs", 2)):
+        author, _ = b.words()
+        b.write(member, key, scope=scope, rung=rung, importing=True, author_name=f"Scribe-{author}")
+        b.canary(key).words += (author,)
+        w.authors[f"Scribe-{author}"] = key
 
     # A superseded version: the employee's note, replaced by the executive (history readers see both).
     old = b.write(employee, "superseded-v1", scope="engineering", rung=1, title="Staging database host")
@@ -374,6 +403,20 @@ def build_world() -> World:
             str(redacted.pk),
         )
     )
+
+    # A redaction request: the manager asks to redact the executive's memory. The requester and those who may
+    # decide it (the author, admins) who read the memory see it; the audit log shows its reason to admins.
+    word, _ = b.words()
+    requested = redaction_request_create(
+        principal=Principal(manager), memory_id=w.memory_ids["engineering@Manager"], reason=f"names a customer {word}"
+    )
+    w.redaction_request_id = str(requested.pk)
+    reads_it, manager_email = _history_reader("acme", "engineering", 2), manager.user.email
+
+    def sees_request(who: Who) -> bool:
+        return reads_it(who) and (who.email == manager_email or (who.admin and not who.read_only))
+
+    w.canaries.append(Canary("redaction-request", (word,), _union(sees_request, _admin_of("acme")), readable=sees_request))
 
     # An expired memory: readable as history (its page), never current.
     expired = b.write(
@@ -466,6 +509,8 @@ def build_world() -> World:
         word, _ = b.words()
         recall(Principal(member), RecallQuery(query=word, limit=5))
         w.canaries.append(Canary(key, (word,), _admin_of(org_key(member)), org=org_key(member)))
+        recorded = AuditEvent.objects.filter(organization=member.organization, action="memory.recall", details__query=word)
+        w.audit_event_ids[key] = recorded.get().pk
 
     # Connectors: a GitHub connector in each organization, named by a canary of its organization's members.
     acme_name, _ = b.words()
@@ -492,7 +537,47 @@ def build_world() -> World:
             scope="g-secret",
         ).connector.pk
     )
-    from connectors.models import Connector
+    # A third, writing to sales at Manager: which items its runs could not read (and why) is for admins and
+    # those who read sales at Manager; everyone in acme sees its card and counts.
+    sales_name, _ = b.words()
+    w.canaries.append(Canary("connector-acme-sales", (sales_name,), _member_of("acme"), org="acme"))
+    w.sales_connector_id = str(
+        connector_create(
+            principal=Principal(ex),
+            kind="github",
+            name=f"Deals {sales_name}",
+            config={"repositories": ["acme/deals"], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
+            credentials={"webhook_secret": "leak-webhook-secret-acme"},
+            scope="sales",
+            clearance_min="Manager",
+        ).connector.pk
+    )
+    from connectors.models import Connector, SyncRun
+
+    # A run of each connector that could not read one item, as a sync records it (syncing itself is tested in
+    # tests/connectors): the item and its reason, and the checkpoints admins see.
+    for connector_id, org, scope, rung in (
+        (w.connector_id, "acme", "public-docs", 0),
+        (w.sales_connector_id, "acme", "sales", 2),
+        (w.globex_connector_id, "globex", "g-secret", 0),
+    ):
+        item, _ = b.words()
+        position, _ = b.words()
+        run = SyncRun.objects.create(
+            organization=w.orgs[org],
+            connector_id=connector_id,
+            trigger=SyncRun.Trigger.MANUAL,
+            status=SyncRun.Status.SUCCEEDED,
+            items_seen=1,
+            items_failed=1,
+            failures=[{"external_id": f"robots#{item}", "reason": f"GitHub refused '{item} plan' (403)."}],
+            checkpoint_before={"cursor": position},
+            checkpoint_after={"cursor": position},
+        )
+        w.runs[connector_id] = str(run.pk)
+        details = _union(_admin_of(org), _history_reader(org, scope, rung))
+        w.canaries.append(Canary(f"run-item-{scope}", (item,), details, org=org))
+        w.canaries.append(Canary(f"run-checkpoint-{scope}", (position,), _admin_of(org), org=org))
 
     w.connector_principal = Principal.as_connector(
         Connector.objects.select_related("installed_by__organization", "installed_by__user").get(pk=w.connector_id)
@@ -532,6 +617,11 @@ def build_world() -> World:
     b.who("gone", gone)
     accounts.member_deactivate(membership=gone, by=Principal(ex))
     w.principals["gone"] = Who(**{**w.principals["gone"].__dict__, "usable": False})
+    # Deactivated in acme (its token revoked with it), still active in globex.
+    b.who("split@acme", split_acme)
+    b.who("split@globex", split_globex)
+    accounts.member_deactivate(membership=split_acme, by=Principal(ex))
+    w.principals["split@acme"] = Who(**{**w.principals["split@acme"].__dict__, "usable": False})
     # An OAuth grant of the contractor, narrowed to engineering (MCP only).
     w.principals["contractor/oauth"] = _oauth_principal(contractor, ("engineering",), w.principals["contractor"])
     # Browser sessions of every member: the membership's own rights, no token narrowing.
@@ -540,6 +630,9 @@ def build_world() -> World:
         w.sessions[key] = Who(**{**base.__dict__, "via": "session", "secret": "", "token_scopes": None})
     for one, other in (("dual@acme", "dual@globex"), ("dual@globex", "dual@acme")):
         w.sessions[one] = Who(**{**w.sessions[one].__dict__, "also": (w.sessions[other],)})
+    # A session left in acme when that membership was deactivated carries on in globex (channels.browser
+    # points it at acme): it is the globex member, no more; neither split session is offered acme's memories.
+    w.sessions["split@acme"] = Who(**{**w.sessions["split@globex"].__dict__, "name": "split@acme"})
     # Webhook secrets are nobody's to read, in any answer.
     w.canaries.append(Canary("webhook-secret", ("leak-webhook-secret-acme", "leak-webhook-secret-globex"), _nobody))
     return w
