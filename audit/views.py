@@ -52,7 +52,7 @@ def audit_log(request: HttpRequest, principal: Principal) -> HttpResponse:
     filters, error = _filters(request)
     events = selectors.audit_events(principal, filters)
     before = request.GET.get("before", "")
-    if before.isdigit():
+    if before.isascii() and before.isdigit():  # "²" is a digit to isdigit(), not to int()
         events = events.filter(pk__lt=int(before))
     page = list(events[: PAGE_SIZE + 1])
     more = len(page) > PAGE_SIZE

@@ -58,7 +58,7 @@ class LoginView(auth_views.LoginView):
 
     def form_invalid(self, form):  # type: ignore[no-untyped-def]
         # The address tried is kept (it helps spot credential stuffing); the password never is.
-        tried = form.data.get("username", "")[:254]
+        tried = form.data.get("username", "").replace("\x00", "")[:254]  # the audit log cannot store a NUL
         exhausted = login_throttle.note_failure("login", account=tried, address=current_client_ip())
         record("auth.login_failed", organization=None, actor=Actor.anonymous(tried), outcome="denied")
         if exhausted:
@@ -77,7 +77,8 @@ class LogoutView(auth_views.LogoutView):
 @login_required
 @require_POST
 def switch_organization_view(request: HttpRequest) -> HttpResponse:
-    principal = switch_organization(request, request.POST.get("organization", ""))
+    slug = request.POST.get("organization", "")
+    principal = switch_organization(request, slug) if "\x00" not in slug else None  # PostgreSQL refuses a NUL
     if principal is None:
         raise Http404("No such organization")
     record("auth.switch_organization", organization=principal.organization, actor=principal.actor)

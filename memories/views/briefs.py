@@ -97,7 +97,7 @@ def brief_new(request: HttpRequest, principal: Principal) -> HttpResponse:
                 idempotency_key=data.get("idempotency_key") or "",
             )
             result = briefs.brief_save(principal=principal, draft=draft)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deep to read
             form.add_error(None, "A ticked decision could not be read; extract the decisions again.")
         except CortexError as exc:
             hint = (

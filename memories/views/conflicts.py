@@ -140,8 +140,9 @@ def conflict_resolve_view(request: HttpRequest, principal: Principal, conflict_i
 @require_POST
 def conflict_reopen_view(request: HttpRequest, principal: Principal, conflict_id: str) -> HttpResponse:
     conflict = conflict_for(principal, conflict_id)
+    note = request.POST.get("note", "").replace("\x00", "")  # PostgreSQL cannot store a NUL
     try:
-        services.conflict_reopen(principal=principal, conflict_id=conflict.pk, note=request.POST.get("note", ""))
+        services.conflict_reopen(principal=principal, conflict_id=conflict.pk, note=note)
     except PermissionDenied as exc:
         raise DjangoPermissionDenied(exc.message) from None
     except StateConflict as exc:

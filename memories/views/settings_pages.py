@@ -352,7 +352,10 @@ def grant_set(request: HttpRequest, principal: Principal) -> HttpResponse:
 @require_POST
 def grant_revoke(request: HttpRequest, principal: Principal) -> HttpResponse:
     membership = reads.member_for(principal, request.POST.get("member"))
-    scope = reads.organization_scope(principal, request.POST.get("scope", ""))
+    slug = request.POST.get("scope", "")
+    if "\x00" in slug:  # no scope is named with one, and PostgreSQL refuses it in a comparison
+        raise NotFound("Scope not found.", error_code="UNKNOWN_SCOPE")
+    scope = reads.organization_scope(principal, slug)
     try:
         tenancy.grant_revoke(membership=membership, scope=scope, by=principal)
     except CortexError as exc:
