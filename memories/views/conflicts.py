@@ -118,7 +118,14 @@ def conflict_resolve_view(request: HttpRequest, principal: Principal, conflict_i
     conflict = conflict_for(principal, conflict_id)  # 404 before anything else for a conflict the caller cannot see
     form = ResolveForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Choose keep new, keep existing, keep both or dismiss.")
+        # The field that is wrong: the choice, or the note (too long, or holding a NUL).
+        wrong = "note" if "resolution" not in form.errors else "resolution"
+        problem = (
+            "Choose keep new, keep existing, keep both or dismiss."
+            if wrong == "resolution"
+            else f"Note: {form.errors['note'][0]}"
+        )
+        messages.error(request, problem)
         return redirect(f"/conflicts/{conflict.pk}/")
     try:
         services.conflict_resolve(

@@ -110,6 +110,29 @@ def test_reopening_a_conflict_with_a_nul_in_the_note_reopens_it(
     assert (conflict.status, conflict.resolution_note) == ("open", "on second thought")
 
 
+def test_a_resolve_refused_for_its_note_says_so_not_to_choose_a_resolution(
+    acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy="manual")
+    for membership, content, days in ((acme["manager"], LIMIT_100, 9), (acme["employee"], LIMIT_250, 0)):
+        with django_capture_on_commit_callbacks(execute=True):
+            memory_create(
+                principal=principal_of(membership),
+                draft=MemoryDraft(
+                    content=content, title="Public API rate limit", valid_from=timezone.now() - timedelta(days=days)
+                ),
+            )
+    conflict = Conflict.objects.get()
+    client = browser(acme["manager"])
+
+    page = client.post(f"/conflicts/{conflict.pk}/resolve/", {"resolution": "keep_both", "note": "x" * 2001}, follow=True)
+
+    text = page.content.decode()
+    assert "Note: Ensure this value has at most 2000 characters" in text and "Choose keep new" not in text
+    conflict.refresh_from_db()
+    assert conflict.status == "open"
+
+
 def test_a_form_sent_without_its_csrf_token_gets_the_shells_page_saying_nothing_was_saved(acme: dict[str, Any]) -> None:
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(acme["employee"].user)
