@@ -8,7 +8,7 @@ cleaned before it is stored (connectors) or echoed back (error answers), never r
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")
@@ -34,3 +34,16 @@ def encodable(value: Any) -> Any:
 def storable(value: Any) -> Any:
     """`value` as PostgreSQL can store it: lone surrogates become U+FFFD and NULs are dropped."""
     return map_strings(value, lambda text: LONE_SURROGATE.sub("\ufffd", text.replace("\x00", "")))
+
+
+def strings_in(value: Any) -> Iterator[str]:
+    """Every string in a decoded JSON value: dict keys and values and list items, throughout."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from strings_in(key)
+            yield from strings_in(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from strings_in(item)

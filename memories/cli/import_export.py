@@ -128,7 +128,10 @@ def export_memories(
     lines = (json.dumps(line, ensure_ascii=False) for line in export.lines)
     with tqdm(total=export.count, unit="memory", desc="export", file=sys.stderr, disable=no_progress or not output) as bar:
         if output:
-            _write_atomically(Path(output), lines, bar)
+            try:
+                _write_atomically(Path(output), lines, bar)
+            except OSError as exc:
+                raise CommandError(f"Cannot write the export to {output}: {exc.strerror or exc}.") from None
         else:
             for line in lines:
                 command.stdout.write(line)

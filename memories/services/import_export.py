@@ -41,6 +41,7 @@ from django.db import transaction
 from audit.services import record
 from cortex_site.errors import CortexError, NotFound, ServiceUnavailable, ValidationFailed
 from cortex_site.moments import parse_moment
+from cortex_site.text import LONE_SURROGATE, strings_in
 from memories.access import Operator, Principal, clearance_names
 from memories.interchange.representation import memory_representation, present_memories
 from memories.models import Memory, Scope
@@ -513,6 +514,17 @@ def _parse_line(raw: bytes) -> dict[str, Any]:
         ) from None
     if not isinstance(value, dict):
         raise ValidationFailed("Each line must be a JSON object (one memory).", error_code="INVALID_JSON")
+    # JSON escapes can spell what PostgreSQL cannot store: half of a surrogate pair ("\\ud83d"), a NUL.
+    for string in strings_in(value):
+        if LONE_SURROGATE.search(string):
+            raise ValidationFailed(
+                "This line holds half of a surrogate pair (an escape such as \\ud83d), which is not UTF-8 text.",
+                error_code="NOT_UTF8",
+            )
+        if "\x00" in string:
+            raise ValidationFailed(
+                "This line holds a NUL character (\\u0000), which cannot be stored.", error_code="INVALID_TEXT"
+            )
     return value
 
 

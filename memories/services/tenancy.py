@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from audit.services import Actor, record
@@ -69,6 +70,15 @@ def _require_within_rung(by: Principal | Operator | None, membership: Membership
     )
 
 
+def _check_name(value: str, model: type[Model], what: str) -> str:
+    """A display name that fits the model's column (stripped), or ValidationFailed(NAME_TOO_LONG)."""
+    limit = model._meta.get_field("name").max_length or 0
+    name = value.strip()
+    if len(name) > limit:
+        raise ValidationFailed(f"{what} is {len(name)} characters; at most {limit}.", error_code="NAME_TOO_LONG")
+    return name
+
+
 def _check_slug(value: str, field: str) -> str:
     from django.core.exceptions import ValidationError
 
@@ -103,6 +113,7 @@ def organization_create(
 ) -> Organization:
     """Create a tenant with its clearance ladder and the default `public-docs` scope."""
     _check_slug(slug, "organization slug")
+    name = _check_name(name, Organization, "The organization's name")
     if Organization.objects.filter(slug=slug).exists():
         raise Conflict(f"An organization with slug {slug!r} already exists.", error_code="ORGANIZATION_EXISTS")
     try:
@@ -158,6 +169,7 @@ def member_add(
         raise ValidationFailed(f"{email!r} is not an email address.", error_code="INVALID_EMAIL")
     if role not in Membership.Role.values:
         raise ValidationFailed(f"Unknown role {role!r}; use member or admin.", error_code="INVALID_ROLE")
+    name = _check_name(name, User, "The person's name")
     rank = clearance_rank_for(organization, clearance)
     if by is not None and rank > by.clearance_rank:
         raise PermissionDenied("You cannot grant a clearance above your own.", error_code="CLEARANCE_ABOVE_OWN")
@@ -257,6 +269,7 @@ def scope_create(
 ) -> Scope:
     _require_admin(by, organization)
     _check_slug(slug, "scope slug")
+    name = _check_name(name, Scope, "The scope's name")
     if visibility not in Scope.Visibility.values:
         raise ValidationFailed(f"Unknown visibility {visibility!r}; use granted or all_members.", error_code="INVALID_VISIBILITY")
     if Scope.objects.filter(organization=organization, slug=slug).exists():
