@@ -72,7 +72,8 @@ def _require_within_rung(by: Principal | Operator | None, membership: Membership
 
 def _check_name(value: str, model: type[Model], what: str) -> str:
     """A display name that fits the model's column (stripped), or ValidationFailed(NAME_TOO_LONG)."""
-    limit = model._meta.get_field("name").max_length or 0
+    field = model._meta.get_field("name")
+    limit = getattr(field, "max_length", None) or 0
     name = value.strip()
     if len(name) > limit:
         raise ValidationFailed(f"{what} is {len(name)} characters; at most {limit}.", error_code="NAME_TOO_LONG")
