@@ -21,6 +21,7 @@ from mcp import ClientSession
 from mcp.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
+from support import remember
 
 
 @pytest.fixture(scope="session")
@@ -93,3 +94,15 @@ class McpTestClient:
 @pytest.fixture
 def mcp_client(server_url: str) -> McpTestClient:
     return McpTestClient(server_url)
+
+
+@pytest.fixture
+def runners(make_org: Callable[..., Any], make_scope: Callable[..., Any], make_member: Callable[..., Any]) -> dict[str, Any]:
+    """Acme with an engineering scope, an Executive admin and an Employee granted it, and one memory
+    the admin wrote there (the tool tests' small world; each adds the tokens it needs)."""
+    org = make_org("acme", "Acme Robotics")
+    make_scope(org, "engineering")
+    admin = make_member(org, "Executive", admin=True, grants={"engineering": True})
+    employee = make_member(org, "Employee", grants={"engineering": True})
+    memory = remember(admin, "CI runners have 4 cores.", title="Runner size", scope="engineering")
+    return {"memory": memory, "admin": admin, "employee": employee}

@@ -11,10 +11,9 @@ from typing import Any
 import httpx
 import mcp.types as types
 import pytest
-from support import remember
 
 from audit.models import AuditEvent
-from memories.models import Membership, Memory, MemoryChunk, Organization, RedactionRequest, Scope
+from memories.models import Memory, MemoryChunk, RedactionRequest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -22,19 +21,10 @@ ACCEPT = "application/json, text/event-stream"
 
 
 @pytest.fixture
-def world(
-    make_org: Callable[..., Organization],
-    make_scope: Callable[..., Scope],
-    make_member: Callable[..., Membership],
-    make_token: Callable[..., str],
-) -> dict[str, Any]:
-    org = make_org("acme", "Acme Robotics")
-    make_scope(org, "engineering")
-    admin = make_member(org, "Executive", admin=True, grants={"engineering": True})
-    employee = make_member(org, "Employee", grants={"engineering": True})
-    memory = remember(admin, "CI runners have 4 cores.", title="Runner size", scope="engineering")
+def world(runners: dict[str, Any], make_token: Callable[..., str]) -> dict[str, Any]:
+    admin, employee = runners["admin"], runners["employee"]
     return {
-        "memory": str(memory.pk),
+        "memory": str(runners["memory"].pk),
         "tokens": {
             "admin": make_token(admin),
             "employee": make_token(employee),

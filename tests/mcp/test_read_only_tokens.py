@@ -9,10 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from support import principal, remember
+from support import principal
 
 from audit.models import AuditEvent
-from memories.models import Membership, Memory, Organization, RedactionRequest, Scope
+from memories.models import Memory, RedactionRequest
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -27,21 +27,10 @@ def _state() -> tuple[Any, ...]:
 
 
 @pytest.fixture
-def world(
-    make_org: Callable[..., Organization],
-    make_scope: Callable[..., Scope],
-    make_member: Callable[..., Membership],
-    make_token: Callable[..., str],
-) -> dict[str, Any]:
-    org = make_org("acme", "Acme Robotics")
-    make_scope(org, "engineering")
-    admin = make_member(org, "Executive", admin=True, grants={"engineering": True})
-    employee = make_member(org, "Employee", grants={"engineering": True})
-    memory = remember(admin, "CI runners have 4 cores.", title="Runner size", scope="engineering")
+def world(runners: dict[str, Any], make_token: Callable[..., str]) -> dict[str, Any]:
+    admin, employee = runners["admin"], runners["employee"]
     return {
-        "memory": memory,
-        "admin": admin,
-        "employee": employee,
+        **runners,
         "tokens": {
             "admin": make_token(admin),
             "admin_ro": make_token(admin, read_only=True),

@@ -89,19 +89,24 @@ def test_switching_to_an_organization_named_with_a_nul_is_not_found(acme: dict[s
     assert client.get("/").status_code == 200  # still signed in to acme
 
 
-def test_reopening_a_conflict_with_a_nul_in_the_note_reopens_it(
-    acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
-) -> None:
+def _open_conflict(acme: dict[str, Any], principal_of: Any, capture: Any) -> Conflict:
+    """Two memories on one subject that disagree, under the manual policy: one open conflict."""
     Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy="manual")
     for membership, content, days in ((acme["manager"], LIMIT_100, 9), (acme["employee"], LIMIT_250, 0)):
-        with django_capture_on_commit_callbacks(execute=True):
+        with capture(execute=True):
             memory_create(
                 principal=principal_of(membership),
                 draft=MemoryDraft(
                     content=content, title="Public API rate limit", valid_from=timezone.now() - timedelta(days=days)
                 ),
             )
-    conflict = Conflict.objects.get()
+    return Conflict.objects.get()
+
+
+def test_reopening_a_conflict_with_a_nul_in_the_note_reopens_it(
+    acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
+) -> None:
+    conflict = _open_conflict(acme, principal_of, django_capture_on_commit_callbacks)
     client = browser(acme["manager"])
     assert client.post(f"/conflicts/{conflict.pk}/resolve/", {"resolution": "keep_both"}).status_code == 302
     response = client.post(f"/conflicts/{conflict.pk}/reopen/", {"note": "on second\x00 thought"})
@@ -113,16 +118,7 @@ def test_reopening_a_conflict_with_a_nul_in_the_note_reopens_it(
 def test_a_resolve_refused_for_its_note_says_so_not_to_choose_a_resolution(
     acme: dict[str, Any], principal_of: Any, django_capture_on_commit_callbacks: Any
 ) -> None:
-    Organization.objects.filter(pk=acme["org"].pk).update(conflict_policy="manual")
-    for membership, content, days in ((acme["manager"], LIMIT_100, 9), (acme["employee"], LIMIT_250, 0)):
-        with django_capture_on_commit_callbacks(execute=True):
-            memory_create(
-                principal=principal_of(membership),
-                draft=MemoryDraft(
-                    content=content, title="Public API rate limit", valid_from=timezone.now() - timedelta(days=days)
-                ),
-            )
-    conflict = Conflict.objects.get()
+    conflict = _open_conflict(acme, principal_of, django_capture_on_commit_callbacks)
     client = browser(acme["manager"])
 
     page = client.post(f"/conflicts/{conflict.pk}/resolve/", {"resolution": "keep_both", "note": "x" * 2001}, follow=True)
