@@ -314,6 +314,20 @@ def tenancy_rung(membership: Membership) -> str:
     return clearance_name(membership.organization_id, membership.clearance_rank)
 
 
+def _github_connector(installer: Membership, name: str, repository: str, **options: Any) -> str:
+    """A webhook-mode GitHub connector (its API address answers nothing: no test here calls it)."""
+    return str(
+        connector_create(
+            principal=Principal(installer),
+            kind="github",
+            name=name,
+            config={"repositories": [repository], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
+            credentials={"webhook_secret": f"leak-webhook-secret-{repository.split('/')[0]}"},
+            **options,
+        ).connector.pk
+    )
+
+
 def build_world() -> World:
     """Everything the suite reads, written through the services as the people of the world."""
     b = _Builder()
@@ -517,41 +531,13 @@ def build_world() -> World:
     globex_name, _ = b.words()
     w.canaries.append(Canary("connector-acme", (acme_name,), _member_of("acme"), org="acme"))
     w.canaries.append(Canary("connector-globex", (globex_name,), _member_of("globex"), org="globex"))
-    w.connector_id = str(
-        connector_create(
-            principal=Principal(mgr_admin),
-            kind="github",
-            name=f"Robots {acme_name}",
-            config={"repositories": ["acme/robots"], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
-            credentials={"webhook_secret": "leak-webhook-secret-acme"},
-            scope="public-docs",
-        ).connector.pk
-    )
-    w.globex_connector_id = str(
-        connector_create(
-            principal=Principal(g_admin),
-            kind="github",
-            name=f"Globex robots {globex_name}",
-            config={"repositories": ["globex/robots"], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
-            credentials={"webhook_secret": "leak-webhook-secret-globex"},
-            scope="g-secret",
-        ).connector.pk
-    )
+    w.connector_id = _github_connector(mgr_admin, f"Robots {acme_name}", "acme/robots", scope="public-docs")
+    w.globex_connector_id = _github_connector(g_admin, f"Globex robots {globex_name}", "globex/robots", scope="g-secret")
     # A third, writing to sales at Manager: which items its runs could not read (and why) is for admins and
     # those who read sales at Manager; everyone in acme sees its card and counts.
     sales_name, _ = b.words()
     w.canaries.append(Canary("connector-acme-sales", (sales_name,), _member_of("acme"), org="acme"))
-    w.sales_connector_id = str(
-        connector_create(
-            principal=Principal(ex),
-            kind="github",
-            name=f"Deals {sales_name}",
-            config={"repositories": ["acme/deals"], "api_url": "http://127.0.0.1:9", "mode": "webhook"},
-            credentials={"webhook_secret": "leak-webhook-secret-acme"},
-            scope="sales",
-            clearance_min="Manager",
-        ).connector.pk
-    )
+    w.sales_connector_id = _github_connector(ex, f"Deals {sales_name}", "acme/deals", scope="sales", clearance_min="Manager")
     from connectors.models import Connector, SyncRun
 
     # A run of each connector that could not read one item, as a sync records it (syncing itself is tested in
