@@ -144,7 +144,7 @@ def test_a_supersede_that_changes_nothing_is_refused_and_the_memory_stays_curren
 ) -> None:
     memory = remember(acme["exec"], "Deploys need two approvals.", scope="engineering")
 
-    assert_envelope(admin_client.post(f"/api/memories/{memory.pk}/supersede", {}), 400, "NOTHING_TO_CHANGE")
+    assert_envelope(admin_client.post(f"/api/memories/{memory.pk}/supersede", {}), 422, "NOTHING_TO_CHANGE")
 
     memory.refresh_from_db()
     assert memory.status == Memory.Status.ACTIVE and Memory.objects.count() == 1

@@ -14,7 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.services import Actor, lock_chain, record
-from cortex_site.errors import Conflict, PermissionDenied, ValidationFailed
+from cortex_site.errors import Conflict, PermissionDenied, Unprocessable, ValidationFailed
 from memories.access import Principal, clearance_names, parse_id
 from memories.chunking import chunk_text
 from memories.embeddings.store import embed_for_store
@@ -151,10 +151,9 @@ def memory_supersede(*, principal: Principal, memory_id: Any, changes: dict[str,
     if unknown:
         raise ValidationFailed(f"Unknown fields: {', '.join(sorted(unknown))}.", error_code="UNKNOWN_FIELDS")
     if not changes:
-        # A new version saying exactly what the old one said would only push it out of date.
-        raise ValidationFailed(
-            "Nothing to change: give the new content, or the fields that change.", error_code="NOTHING_TO_CHANGE"
-        )
+        # A new version saying exactly what the old one said would only push it out of date. (422, not 400:
+        # every field is optional in the schema; "at least one" is a rule it does not state.)
+        raise Unprocessable("Nothing to change: give the new content, or the fields that change.", error_code="NOTHING_TO_CHANGE")
     names = clearance_names(principal.organization_id)
     base = MemoryDraft(
         content=old.content,
