@@ -43,6 +43,7 @@ from audit.services import Actor, record
 from cortex_site.api import token_throttle_wait
 from cortex_site.errors import CortexError, NotAuthenticated, NotFound, PermissionDenied, RateLimited, ValidationFailed
 from cortex_site.moments import parse_moment
+from cortex_site.text import storable
 from memories.access import Principal, clearance_name, clearance_names
 from memories.interchange.inputs import MemoryCreateInput, RecallInput, SupersedeInput, recall_query
 from memories.interchange.representation import citation, cite_text, iso, present_memory, redaction
@@ -127,8 +128,8 @@ def _audit_call(
         target_type=target_type,
         target_id=target_id,
         outcome=outcome,
-        # PostgreSQL's jsonb cannot hold a NUL, and the name of an unknown tool is the caller's text.
-        details={"tool": tool[:100].replace("\x00", "\\0"), "outcome": outcome, "error_code": error_code or None},
+        # The name of an unknown tool is the caller's text, which may hold what jsonb cannot (a NUL).
+        details={"tool": storable(tool[:100]), "outcome": outcome, "error_code": error_code or None},
     )
 
 
