@@ -216,6 +216,10 @@ DB_POOL_MIN_SIZE = env_int("DB_POOL_MIN_SIZE", DB_POOL_MAX_SIZE, minimum=0)
 WEB_THREADS = env_int("WEB_THREADS", DB_POOL_MAX_SIZE, minimum=1)
 # How long a request waits for a free connection before it fails (503, like a database that is down).
 DB_POOL_TIMEOUT = env_float("DB_POOL_TIMEOUT", 10.0, minimum=0.1)
+# Recall's statement is prepared once per database session and planned once (memories/retrieval/sql.py):
+# ~1–1.7 ms a recall at 100k memories. A transaction pooler (PgBouncer in transaction mode) hands each
+# transaction whichever server session is free, where those statements are not: turn it off behind one.
+DB_PREPARED_STATEMENTS = env_bool("DB_PREPARED_STATEMENTS", True)
 if DB_POOL_MAX_SIZE < DB_POOL_MIN_SIZE:
     raise ImproperlyConfigured(f"DB_POOL_MAX_SIZE={DB_POOL_MAX_SIZE} must be at least DB_POOL_MIN_SIZE={DB_POOL_MIN_SIZE}")
 

@@ -27,6 +27,7 @@ import numpy as np
 from cortex_site.db_router import content_read_connection
 from cortex_site.model_rows import row_reader, table_and_columns
 from memories.models import Memory, User
+from memories.retrieval import prepared
 
 # HNSW search breadth by the size of the graph a query walks, and how far an iterative scan may go
 # before giving up (pgvector ≥ 0.8). The same breadth finds less of the exact top-10 in a larger graph:
@@ -58,15 +59,24 @@ class ChunkFilter:
     # Superseded memories too: a match on an earlier version leads to the current one (recall()).
     earlier_versions: bool = False
 
-    def sql(self) -> tuple[str, list[Any]]:
+    def sql(self, *, inline: bool = False) -> tuple[str, list[Any]]:
+        """The predicates and their parameters. `inline` writes the organization, scopes and clearance
+        into the text (integers from the Principal, never the caller's words): a prepared statement's
+        generic plan can use a scope's own indexes only when the scope is a constant (`retrieve`)."""
         clauses = [
-            "c.organization_id = %s",
-            "c.scope_id = ANY(%s)",
-            "c.clearance_rank <= %s",
             "c.status IN ('active', 'superseded')" if self.earlier_versions else "c.status = 'active'",
             "(c.valid_until IS NULL OR c.valid_until > %s)",
         ]
-        params: list[Any] = [self.organization_id, list(self.scope_ids), self.clearance_rank, self.moment]
+        params: list[Any] = [self.moment]
+        if inline:
+            clauses[:0] = [
+                f"c.organization_id = {int(self.organization_id)}",
+                f"c.scope_id = ANY({_scope_array(self.scope_ids)})",
+                f"c.clearance_rank <= {int(self.clearance_rank)}",
+            ]
+        else:
+            clauses[:0] = ["c.organization_id = %s", "c.scope_id = ANY(%s)", "c.clearance_rank <= %s"]
+            params[:0] = [self.organization_id, list(self.scope_ids), self.clearance_rank]
         if self.as_of is not None:
             clauses.append("c.valid_from <= %s")
             params.append(self.as_of)
@@ -113,7 +123,7 @@ def dense_hits(query_vector: np.ndarray, where: ChunkFilter, k: int, *, exact: b
             """,  # noqa: S608 - clause is built from fixed fragments; values are parameters
             [literal, *params, literal, k],
         )
-        rows = _rows_after_settings(cursor)
+        rows = prepared.rows_after_settings(cursor)
     return [DenseHit(chunk_id=r[0], memory_id=r[1], similarity=1.0 - float(r[2]), superseded=bool(r[3])) for r in rows]
 
 
@@ -200,13 +210,6 @@ def _graph_sizes() -> dict[int | None, int]:
     return sizes
 
 
-def _rows_after_settings(cursor: Any) -> list[tuple[Any, ...]]:
-    """The rows of the last statement of a message that began with SET LOCAL statements."""
-    while cursor.description is None and cursor.nextset():
-        pass
-    return cursor.fetchall()
-
-
 def _any_term_query(terms: Sequence[str]) -> tuple[str, list[str]]:
     return "(SELECT " + " || ".join(["plainto_tsquery('english', %s)"] * len(terms)) + ")", list(terms)
 
@@ -218,14 +221,21 @@ _TERM_QUERY = "(SELECT plainto_tsquery('english', %s))"
 
 
 def _lexical_select(
-    terms: Sequence[str], weights: Sequence[float], where: ChunkFilter, k: int, common: Sequence[bool] | None
+    terms: Sequence[str],
+    weights: Sequence[float],
+    where: ChunkFilter,
+    k: int,
+    common: Sequence[bool] | None,
+    *,
+    inline: bool = False,
 ) -> tuple[str, list[Any]] | None:
-    """The lexical candidates' SELECT (chunk ids, best first) and its parameters; None when no term selects."""
+    """The lexical candidates' SELECT (chunk ids, best first) and its parameters; None when no term
+    selects. `inline`: the read rule's integers and the limits in the text (ChunkFilter.sql)."""
     flags = list(common or [False] * len(terms))
     selective = [t for t, frequent in zip(terms, flags, strict=True) if not frequent]
     if not selective:
         return None
-    clause, params = where.sql()
+    clause, params = where.sql(inline=inline)
     selective_query, selective_params = _any_term_query(selective)
     # float8, not numeric (what a bare Python float parameter becomes): the sum is computed and sorted
     # for every match, and numeric arithmetic made that ~7% of the statement.
@@ -239,13 +249,13 @@ def _lexical_select(
               FROM memories_memorychunk AS c
              WHERE {clause} AND c.search_vector @@ {selective_query}
              ORDER BY weight DESC, c.valid_from DESC, c.id
-             LIMIT %s
+             LIMIT {int(max(k, RANK_POOL))}
         )
         SELECT m.id FROM matches AS m
          ORDER BY m.weight DESC, ts_rank_cd(m.search_vector, {selective_query}) DESC, m.id
-         LIMIT %s
-        """  # noqa: S608 - fixed fragments; values are parameters
-    return statement, [*weighted_params, *params, *selective_params, max(k, RANK_POOL), *selective_params, k]
+         LIMIT {int(k)}
+        """  # noqa: S608 - fixed fragments and integers; values are parameters
+    return statement, [*weighted_params, *params, *selective_params, *selective_params]
 
 
 def lexical_hits(
@@ -268,12 +278,18 @@ def lexical_hits(
         return [row[0] for row in cursor.fetchall()]
 
 
-# The cells of memories_termcount a reader may see (their read rule's organization, scopes, clearance).
-_VISIBLE_CELLS = "s.organization_id = %s AND s.scope_id = ANY(%s) AND s.clearance_rank <= %s"
+def _scope_array(scope_ids: Sequence[int]) -> str:
+    """Scope ids as an array constant in a statement's text (integers, never the caller's words)."""
+    return "'{" + ",".join(str(int(scope_id)) for scope_id in scope_ids) + "}'::bigint[]"
 
 
-def _cells(rule: ChunkFilter) -> list[Any]:
-    return [rule.organization_id, list(rule.scope_ids), rule.clearance_rank]
+def _visible_cells(rule: ChunkFilter) -> str:
+    """The cells of memories_termcount a reader may see (their read rule's organization, scopes,
+    clearance), written into the text like ChunkFilter.sql(inline=True)."""
+    return (
+        f"s.organization_id = {int(rule.organization_id)} AND s.scope_id = ANY({_scope_array(rule.scope_ids)}) "
+        f"AND s.clearance_rank <= {int(rule.clearance_rank)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -336,28 +352,28 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
     parsed = parse_terms(terms)
     # Each term's lexemes travel joined by spaces: the parser never puts a blank inside a token.
     asked = [(term, list(parsed[term].lexemes), parsed[term].whole_word) for term in terms]
-    cells = _cells(rule)
-    with content_read_connection().cursor() as cursor:
-        cursor.execute(
-            f"""
+    cells = _visible_cells(rule)
+    rows = prepared.fetch(
+        content_read_connection(),
+        f"""
             WITH asked AS (
                 SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) AS a(term, lexemes, whole_word)
             )
             SELECT NULL::text, (
                        SELECT coalesce(sum(s.chunks), 0) FROM memories_termcount AS s
-                        WHERE {_VISIBLE_CELLS} AND s.lexeme = ''
+                        WHERE {cells} AND s.lexeme = ''
                    )
             UNION ALL
             SELECT a.term, CASE
                    WHEN a.lexemes = '' THEN -1
                    WHEN a.whole_word IS NOT NULL OR strpos(a.lexemes, ' ') = 0 THEN (
-                       SELECT least(coalesce(sum(s.chunks), 0), %s) FROM memories_termcount AS s
-                        WHERE {_VISIBLE_CELLS} AND s.lexeme = coalesce(a.whole_word, a.lexemes)
+                       SELECT least(coalesce(sum(s.chunks), 0), {int(cap)}) FROM memories_termcount AS s
+                        WHERE {cells} AND s.lexeme = coalesce(a.whole_word, a.lexemes)
                    )
                    -- A lexeme no visible chunk holds: no visible chunk holds them all.
                    WHEN (
                        SELECT min((SELECT coalesce(sum(s.chunks), 0) FROM memories_termcount AS s
-                                    WHERE {_VISIBLE_CELLS} AND s.lexeme = l.lexeme))
+                                    WHERE {cells} AND s.lexeme = l.lexeme))
                          FROM unnest(string_to_array(a.lexemes, ' ')) AS l(lexeme)
                    ) = 0 THEN 0
                    -- The scope and clearance tests are kept off the indexes ("+ 0"): the planner ANDed
@@ -367,26 +383,21 @@ def term_document_frequencies(rule: ChunkFilter, terms: Sequence[str], cap: int)
                    ELSE (
                        SELECT count(*) FROM (
                            SELECT 1 FROM memories_memorychunk AS c
-                            WHERE c.organization_id = %s AND c.scope_id + 0 = ANY(%s) AND c.clearance_rank + 0 <= %s
+                            WHERE c.organization_id = {int(rule.organization_id)}
+                              AND c.scope_id + 0 = ANY({_scope_array(rule.scope_ids)})
+                              AND c.clearance_rank + 0 <= {int(rule.clearance_rank)}
                               AND c.status = 'active' AND c.search_vector @@ plainto_tsquery('english', a.term)
-                            LIMIT %s
+                            LIMIT {int(cap)}
                        ) AS matches
                    ) END
               FROM asked AS a
-            """,  # noqa: S608 - fixed fragments; values are parameters
-            [
-                [term for term, _, _ in asked],
-                [" ".join(lexemes) for _, lexemes, _ in asked],
-                [whole_word for _, _, whole_word in asked],
-                *cells,
-                cap,
-                *cells,
-                *cells,
-                *cells,
-                cap,
-            ],
-        )
-        rows = cursor.fetchall()
+            """,  # noqa: S608 - fixed fragments and integers; values are parameters
+        [
+            [term for term, _, _ in asked],
+            [" ".join(lexemes) for _, lexemes, _ in asked],
+            [whole_word for _, _, whole_word in asked],
+        ],
+    )
     return int(rows[0][1]), {row[0]: int(row[1]) for row in rows[1:]}
 
 
@@ -508,18 +519,18 @@ def retrieve(
     `dense_hits`) and the `lexical_k` lexical ones (as `lexical_hits`), each with what `score_chunks`
     gives, ordered by chunk id. One round trip (see _index_settings), where separate queries and
     an explicit transaction took six."""
-    clause, params = where.sql()
+    clause, params = where.sql(inline=True)
     literal = vector_literal(query_vector)
-    lexical = _lexical_select(terms, weights, where, lexical_k, common)
+    lexical = _lexical_select(terms, weights, where, lexical_k, common, inline=True)
     lexical_cte, lexical_params = (f", lexical AS MATERIALIZED ({lexical[0]})", lexical[1]) if lexical else ("", [])
     lexical_union = " UNION SELECT id FROM lexical" if lexical else ""
     body, title, joins = _scored_columns(terms)
-    statement = f"""{_index_settings(dense_k, where, exact=exact)};
+    statement = f"""
         WITH dense AS MATERIALIZED (
             SELECT c.id FROM memories_memorychunk AS c
              WHERE {clause} AND c.embedding IS NOT NULL
              ORDER BY c.embedding <=> %s::vector
-             LIMIT %s
+             LIMIT {int(dense_k)}
         ){lexical_cte}
         SELECT c.id, c.memory_id, c.index, c.text, 1 - (c.embedding <=> %s::vector),
                ARRAY[{body}]::boolean[], ARRAY[{title}]::boolean[], c.status = 'superseded',
@@ -527,10 +538,16 @@ def retrieve(
           FROM memories_memorychunk AS c JOIN memories_memory AS m ON m.id = c.memory_id {joins}
          WHERE c.id IN (SELECT id FROM dense{lexical_union}) AND {clause}
          ORDER BY c.id
-        """  # noqa: S608 - fixed fragments; values are parameters
-    with content_read_connection().cursor() as cursor:
-        cursor.execute(statement, [*params, literal, dense_k, *lexical_params, literal, *terms, *terms, *params])
-        rows = _rows_after_settings(cursor)
+        """  # noqa: S608 - fixed fragments and integers; values are parameters
+    rows = prepared.fetch(
+        content_read_connection(),
+        statement,
+        [*params, literal, *lexical_params, literal, *terms, *terms, *params],
+        planner_settings=_index_settings(dense_k, where, exact=exact),
+        # The exact path (the benchmark's ground truth) is sent whole: a plan made once would keep the
+        # index scan that its enable_indexscan = off is there to forbid.
+        prepare=not exact,
+    )
     return [_scored_chunk(r, bool(terms)) for r in rows]
 
 
@@ -550,9 +567,7 @@ def memories_with_authors(memory_ids: Sequence[Any]) -> dict[Any, Memory]:
         f"SELECT {memory_columns}, {people_columns} FROM {memory_table} AS m "  # noqa: S608 - the models' own names
         f"LEFT JOIN {people_table} AS u ON {join} WHERE m.{quote(str(Memory._meta.pk.column))} = ANY(%s)"
     )
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [list(memory_ids)])
-        rows = cursor.fetchall()
+    rows = prepared.fetch(connection, statement, [list(memory_ids)])
     found: dict[Any, Memory] = {}
     split = len(memories.fields)
     person_id = split + people.fields.index(User._meta.pk)
@@ -607,11 +622,11 @@ def typo_corrections(rule: ChunkFilter, variants: Sequence[str], cap: int) -> tu
               FROM spelled AS sp
               JOIN (
                   SELECT s.lexeme, sum(s.chunks) AS chunks FROM memories_termcount AS s
-                   WHERE {_VISIBLE_CELLS} AND s.lexeme IN (SELECT lexeme FROM spelled)
+                   WHERE {_visible_cells(rule)} AND s.lexeme IN (SELECT lexeme FROM spelled)
                    GROUP BY s.lexeme HAVING sum(s.chunks) > 0
               ) AS counted ON counted.lexeme = sp.lexeme
             """,  # noqa: S608 - fixed fragments; values are parameters
-            [list(variants), cap, *_cells(rule)],
+            [list(variants), cap],
         )
         rows = cursor.fetchall()
     known = {spelling: lexeme for spelling, lexeme, _ in rows}
