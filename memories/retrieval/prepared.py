@@ -51,24 +51,31 @@ def fetch(
         if not (prepare and settings.DB_PREPARED_STATEMENTS):
             cursor.execute(f"{settings_part}{statement}", params)
             return rows_after_settings(cursor)
-        for attempt in (1, 2):
-            try:
-                commands = _commands(connection, statement)
-                cursor.execute(f"{settings_part}SET LOCAL plan_cache_mode = force_generic_plan; {commands}", params)
-                return rows_after_settings(cursor)
-            except DatabaseError as error:
-                # Whether the message's PREPARE ran before it failed is not known: start the session afresh.
-                _forget(connection.connection)
-                lost = getattr(error.__cause__, "sqlstate", None) in _LOST_STATEMENT
-                if attempt == 2 or not lost or not connection.get_autocommit():
-                    raise
-    raise AssertionError("unreachable")
+        try:
+            return _execute(cursor, connection, settings_part, statement, params)
+        except DatabaseError as error:
+            lost = getattr(error.__cause__, "sqlstate", None) in _LOST_STATEMENT
+            if not lost or not connection.get_autocommit():
+                raise
+        return _execute(cursor, connection, settings_part, statement, params)  # the session was cleared: once more
+
+
+def _execute(cursor: Any, connection: Any, settings_part: str, statement: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    try:
+        cursor.execute(
+            f"{settings_part}SET LOCAL plan_cache_mode = force_generic_plan; {_commands(connection, statement)}", params
+        )
+        return rows_after_settings(cursor)
+    except DatabaseError:
+        # Whether the message's PREPARE ran before it failed is not known: start the session afresh.
+        _forget(connection.connection)
+        raise
 
 
 def rows_after_settings(cursor: Any) -> list[tuple[Any, ...]]:
     """The rows of the last statement of a message that began with SET LOCAL (or other) statements."""
     while cursor.description is None and cursor.nextset():
-        pass
+        pass  # a statement without rows (SET LOCAL, PREPARE): on to the next result
     return cursor.fetchall()
 
 
